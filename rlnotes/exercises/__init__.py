@@ -1,0 +1,10 @@
+"""Exercises: the checks students run, the student edition and the grader.
+
+Checks for each chapter live in their own module and are re-exported here, so a notebook writes
+``from rlnotes.exercises import check_value_iteration``.
+"""
+
+from rlnotes.exercises.core import CHECKS, ExerciseFailed, check, expect, expect_close
+
+__all__ = ["CHECKS", "ExerciseFailed", "check", "expect", "expect_close"]
+# Chapter check modules (each adds its line):
