@@ -92,3 +92,27 @@ def require_int(value, name: str, minimum: int | None = None) -> int:
 
 def require_gamma(gamma) -> float:
     return require_in_range(gamma, "gamma", 0.0, 1.0)
+
+
+def require_binary(x, name: str) -> None:
+    """A bool array/tensor, or a numeric one whose entries are all 0 or 1 (masks, done flags)."""
+    if is_tensor(x):
+        if x.dtype == torch.bool:
+            return
+        ok = bool(((x == 0) | (x == 1)).all())
+    else:
+        x = np.asarray(x)
+        if x.dtype == np.bool_:
+            return
+        if not np.issubdtype(x.dtype, np.number):
+            raise ValueError(f"{name} must be bool or hold only 0 and 1, got dtype {x.dtype}")
+        ok = bool(((x == 0) | (x == 1)).all())
+    if not ok:
+        raise ValueError(f"{name} must be bool or hold only 0 and 1")
+
+
+def require_choice(value, name: str, choices) -> str:
+    """One of a fixed set of strings (an unknown option names the ones accepted)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
