@@ -1,0 +1,856 @@
+"""Finite Markov decision processes and dynamic programming.
+
+A :class:`TabularMDP` holds the model of a finite MDP: the transition tensor ``P`` of shape
+(S, A, S) with ``P[s, a, s2] = Pr(s2 | s, a)``, the expected reward ``R`` of shape (S, A) and the
+discount ``gamma``. The solvers below compute values and policies from that model:
+
+=================================  ===========================================================
+``policy_evaluation``              V^pi by an exact linear solve (Bellman expectation equation)
+``iterative_policy_evaluation``    V^pi by repeated Bellman expectation backups
+``q_values``                       Q from V by a one-step look-ahead
+``greedy_policy``                  the greedy (S,) policy of V, ties to the lowest action index
+``policy_iteration``               Howard's policy iteration: evaluate, improve, repeat
+``value_iteration``                repeated Bellman optimality backups, stopped with a proof
+=================================  ===========================================================
+
+Array kinds: every function takes numpy arrays or torch tensors and returns the kind it was
+given (for the solvers: the kind of ``mdp.P``), in the input's floating dtype and on its device.
+The arithmetic itself runs in float64 numpy on the CPU: these are small tables, and float64 is
+what makes a tolerance of 1e-10 meaningful.
+
+Discounting and gamma = 1: with ``gamma < 1`` every value is finite and every solver converges.
+With ``gamma = 1`` values are finite only for episodic problems, so the rules are:
+
+* ``TabularMDP`` rejects ``gamma = 1`` unless from every state some sequence of actions reaches,
+  with positive probability, the *absorbing set*: the largest set of states that no action
+  leaves and in which every reward is zero (terminal states).
+* ``policy_evaluation`` with ``gamma = 1`` sets V = 0 on the states that the policy keeps, with
+  zero reward, in a closed set (terminal states, or a zero-reward loop) and solves the linear
+  system on the others; if some state never reaches such a set under the policy, its return is
+  not finite and a ``ValueError`` naming gamma is raised.
+* ``value_iteration`` with ``gamma = 1`` accepts its result only when the greedy policy, evaluated
+  exactly, satisfies the Bellman optimality equation within ``tol``; if the sweeps stop shrinking
+  (a loop that earns reward forever) it raises a ``ValueError`` naming gamma.
+
+Defined in: MDPs and dynamic programming.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import torch
+
+from rlnotes._validate import as_array, is_tensor, require_finite, require_int, require_real
+
+__all__ = [
+    "PROB_ATOL",
+    "TIE_ATOL",
+    "TabularMDP",
+    "bellman_expectation_backup",
+    "bellman_optimality_backup",
+    "greedy_policy",
+    "iterative_policy_evaluation",
+    "policy_evaluation",
+    "policy_iteration",
+    "policy_iteration_trace",
+    "policy_matrix",
+    "q_values",
+    "random_mdp",
+    "rollout_returns",
+    "uniform_policy",
+    "value_iteration",
+]
+
+#: Absolute tolerance on probabilities: each row ``P[s, a, :]`` (and each row of a stochastic
+#: policy) must sum to 1 within this tolerance.
+PROB_ATOL = 1e-8
+
+#: Actions whose Q value is within ``TIE_ATOL * max(1, |max_a Q[s, a]|)`` of the best are tied;
+#: greedy policies pick the lowest index among tied actions.
+TIE_ATOL = 1e-9
+
+# Value iteration with gamma = 1: the most sweeps, and how often divergence is checked.
+_MAX_EPISODIC_SWEEPS = 200_000
+_DIVERGENCE_WINDOW = 1_000
+_EPS = np.finfo(np.float64).eps
+
+
+# ----------------------------------------------------------------------------------------------
+# Array kinds
+# ----------------------------------------------------------------------------------------------
+
+def _to_numpy64(x) -> np.ndarray:
+    if is_tensor(x):
+        return x.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _float_dtype(*arrays):
+    """The floating dtype of the output: the promoted floating dtype of the inputs, else float64."""
+    if is_tensor(arrays[0]):
+        floats = [a.dtype for a in arrays if torch.is_floating_point(a)]
+        dtype = floats[0] if floats else torch.float64
+        for d in floats[1:]:
+            dtype = torch.promote_types(dtype, d)
+        return dtype
+    floats = [a.dtype for a in arrays if np.issubdtype(a.dtype, np.floating)]
+    return np.result_type(*floats) if floats else np.dtype(np.float64)
+
+
+class _Kind:
+    """Where results go back to: numpy or torch, which floating dtype, which device."""
+
+    def __init__(self, *arrays):
+        ref = arrays[0]
+        self.torch = is_tensor(ref)
+        self.dtype = _float_dtype(*arrays)
+        self.device = ref.device if self.torch else None
+
+    def values(self, x: np.ndarray):
+        if self.torch:
+            return torch.as_tensor(np.ascontiguousarray(x), dtype=self.dtype, device=self.device)
+        return np.asarray(x, dtype=self.dtype)
+
+    def actions(self, x: np.ndarray):
+        if self.torch:
+            return torch.as_tensor(np.asarray(x, dtype=np.int64), device=self.device)
+        return np.asarray(x, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
+
+class TabularMDP:
+    r"""A finite MDP :math:`(\mathcal S, \mathcal A, P, R, \gamma)` given by tables.
+
+    .. math::
+        P[s, a, s'] = \Pr(S_{t+1} = s' \mid S_t = s, A_t = a), \qquad
+        R[s, a] = \E[R_{t+1} \mid S_t = s, A_t = a].
+
+    ==========  ==========  ================================================================
+    argument    shape       meaning
+    ==========  ==========  ================================================================
+    ``P``       (S, A, S)   transition probabilities; each row ``P[s, a, :]`` sums to 1
+    ``R``       (S, A)      expected immediate reward of taking ``a`` in ``s``
+    ``gamma``   scalar      discount factor in [0, 1]
+    ==========  ==========  ================================================================
+
+    ``P`` and ``R`` are numpy arrays or torch tensors (both the same kind; lists become numpy);
+    the solvers return that kind. Checks, each a ``ValueError`` naming the argument: ``P`` must
+    have shape (S, A, S) with S, A >= 1 and ``R`` shape (S, A); both finite; ``P >= 0``; each
+    row of ``P`` sums to 1 within ``PROB_ATOL`` = 1e-8 (absolute); ``gamma`` in [0, 1]; and
+    ``gamma = 1`` only if every state can reach the absorbing set (see :attr:`absorbing`), since
+    otherwise returns need not be finite and the solvers would not converge.
+
+    Attributes: ``P``, ``R`` (as given), ``gamma`` (a float), ``num_states``, ``num_actions``,
+    ``absorbing`` (bool numpy mask of the zero-reward absorbing set).
+
+    Defined in: MDPs and dynamic programming, section The MDP tuple.
+    """
+
+    def __init__(self, P, R, gamma):
+        P = as_array(P, "P")
+        R = as_array(R, "R")
+        if is_tensor(P) != is_tensor(R):
+            raise ValueError(
+                "P and R must be the same kind (both numpy arrays or both torch tensors), got "
+                f"P: {type(P).__name__}, R: {type(R).__name__}")
+        if P.ndim != 3 or P.shape[0] != P.shape[2]:
+            raise ValueError(f"P must have shape (S, A, S), got shape {tuple(P.shape)}")
+        S, A = int(P.shape[0]), int(P.shape[1])
+        if S < 1 or A < 1:
+            raise ValueError(f"P must have at least one state and one action, got shape {tuple(P.shape)}")
+        if tuple(R.shape) != (S, A):
+            raise ValueError(f"R must have shape (S, A) = {(S, A)} to match P, got shape {tuple(R.shape)}")
+        require_finite(P, "P")
+        require_finite(R, "R")
+        gamma = _scalar(gamma, "gamma")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+
+        P64, R64 = _to_numpy64(P), _to_numpy64(R)
+        if P64.min() < 0:
+            s, a, s2 = np.unravel_index(int(np.argmin(P64)), P64.shape)
+            raise ValueError(
+                f"P must hold probabilities >= 0, got P[{s}, {a}, {s2}] = {P64[s, a, s2]:.6g}")
+        sums = P64.sum(axis=2)
+        if np.abs(sums - 1.0).max() > PROB_ATOL:
+            s, a = np.unravel_index(int(np.argmax(np.abs(sums - 1.0))), sums.shape)
+            raise ValueError(
+                f"each row P[s, a, :] must sum to 1 (within {PROB_ATOL:g}), "
+                f"got P[{s}, {a}, :].sum() = {sums[s, a]:.12g}")
+
+        self.P, self.R, self.gamma = P, R, gamma
+        self.num_states, self.num_actions = S, A
+        self._P, self._R = P64, R64
+        self._kind = _Kind(P, R)
+        self.absorbing = _absorbing_set(P64 > 0, R64 == 0)
+        if gamma == 1.0:
+            stuck = ~_can_reach(P64.max(axis=1) > 0, self.absorbing)
+            if stuck.any():
+                states = np.flatnonzero(stuck)
+                shown = ", ".join(str(int(s)) for s in states[:10]) + (", ..." if len(states) > 10 else "")
+                raise ValueError(
+                    "gamma = 1 needs an episodic MDP: from every state some actions must reach a "
+                    "zero-reward absorbing state, or returns need not be finite and the solvers "
+                    f"would not converge; no absorbing state can be reached from state(s) {shown}. "
+                    "Use gamma < 1.")
+
+    @classmethod
+    def from_gymnasium(cls, env, gamma) -> "TabularMDP":
+        r"""Build the MDP of a toy-text gymnasium environment from its model ``env.unwrapped.P``.
+
+        ``env.unwrapped.P[s][a]`` is a list of ``(prob, next_state, reward, terminated)``
+        (FrozenLake, CliffWalking, Taxi and rlnotes' own grid worlds). Then
+
+        .. math::
+            P[s, a, s'] = \sum_{\text{outcomes to } s'} \text{prob}, \qquad
+            R[s, a] = \sum_{\text{outcomes}} \text{prob} \cdot \text{reward}.
+
+        A state entered by any transition flagged ``terminated`` is terminal: its row becomes
+        absorbing (``P[s, a, s] = 1``) with zero reward, whatever the table says about leaving it
+        (CliffWalking's goal row, for instance, lists ordinary moves). The reward of the
+        transition *into* a terminal state is kept. Transitions that enter a terminal state
+        without the flag are kept as listed (Taxi has some, from states no episode reaches).
+
+        ==========  ===========================================================================
+        argument    meaning
+        ==========  ===========================================================================
+        ``env``     a gymnasium environment (wrapped or not) whose ``unwrapped`` has ``P`` and
+                    discrete observation and action spaces
+        ``gamma``   discount factor in [0, 1]
+        ==========  ===========================================================================
+
+        Returns a :class:`TabularMDP` with numpy float64 ``P`` (S, A, S) and ``R`` (S, A).
+
+        Defined in: MDPs and dynamic programming, section FrozenLake: a model from gymnasium.
+        """
+        base = getattr(env, "unwrapped", env)
+        table = getattr(base, "P", None)
+        if not isinstance(table, dict):
+            raise ValueError(
+                "env must be a toy-text gymnasium environment with a transition table "
+                f"env.unwrapped.P (a dict), got {type(base).__name__} without one")
+        S = _space_size(getattr(base, "observation_space", None), "env.observation_space")
+        A = _space_size(getattr(base, "action_space", None), "env.action_space")
+        P = np.zeros((S, A, S))
+        R = np.zeros((S, A))
+        terminal = np.zeros(S, dtype=bool)
+        for s in range(S):
+            if s not in table:
+                raise ValueError(f"env.unwrapped.P has no entry for state {s} (expected {S} states)")
+            for a in range(A):
+                if a not in table[s]:
+                    raise ValueError(f"env.unwrapped.P[{s}] has no entry for action {a}")
+                for outcome in table[s][a]:
+                    prob, s2, reward, terminated = outcome[:4]
+                    s2 = int(s2)
+                    if not 0 <= s2 < S:
+                        raise ValueError(f"env.unwrapped.P[{s}][{a}] leads to state {s2}, outside [0, {S})")
+                    P[s, a, s2] += float(prob)
+                    R[s, a] += float(prob) * float(reward)
+                    if terminated:
+                        terminal[s2] = True
+        for s in np.flatnonzero(terminal):
+            P[s] = 0.0
+            P[s, :, s] = 1.0
+            R[s] = 0.0
+        return cls(P, R, gamma)
+
+    def __repr__(self) -> str:
+        kind = "torch" if self._kind.torch else "numpy"
+        return (f"TabularMDP(S={self.num_states}, A={self.num_actions}, gamma={self.gamma}, "
+                f"{kind} {self._kind.dtype})")
+
+
+def _scalar(value, name: str) -> float:
+    if is_tensor(value) or isinstance(value, np.ndarray):
+        size = value.numel() if is_tensor(value) else value.size
+        if size != 1:
+            raise ValueError(f"{name} must be a scalar, got shape {tuple(value.shape)}")
+        value = value.item()
+    return require_real(value, name)
+
+
+def _space_size(space, name: str) -> int:
+    n = getattr(space, "n", None)
+    if n is None:
+        raise ValueError(f"{name} must be Discrete (finite states and actions), got {space!r}")
+    return int(n)
+
+
+def _absorbing_set(edges: np.ndarray, zero_reward: np.ndarray) -> np.ndarray:
+    """The largest set Z with zero reward on every action and no edge leaving Z.
+
+    ``edges[s, a, s2]`` (or ``edges[s, s2]`` for a fixed policy) says s2 is reachable in one step.
+    """
+    if edges.ndim == 3:
+        edges = edges.any(axis=1)
+        zero = zero_reward.all(axis=1)
+    else:
+        zero = zero_reward
+    Z = zero.copy()
+    while True:
+        leaves = (edges & ~Z[None, :]).any(axis=1)
+        new = Z & ~leaves
+        if (new == Z).all():
+            return Z
+        Z = new
+
+
+def _can_reach(edges: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Mask of states with a path (edges[s, s2] True) to a state in ``target``."""
+    reach = target.copy()
+    queue = deque(np.flatnonzero(target))
+    preds = [np.flatnonzero(edges[:, s2]) for s2 in range(edges.shape[0])]
+    while queue:
+        s2 = queue.popleft()
+        for s in preds[s2]:
+            if not reach[s]:
+                reach[s] = True
+                queue.append(s)
+    return reach
+
+
+def _require_mdp(mdp) -> TabularMDP:
+    if not isinstance(mdp, TabularMDP):
+        raise ValueError(f"mdp must be a rlnotes.mdp.TabularMDP, got {type(mdp).__name__}")
+    return mdp
+
+
+def _require_tol(tol) -> float:
+    tol = require_real(tol, "tol")
+    if tol <= 0:
+        raise ValueError(f"tol must be > 0, got {tol}")
+    return tol
+
+
+def _values_in(mdp: TabularMDP, V, name: str = "V") -> np.ndarray:
+    V = as_array(V, name)
+    if tuple(V.shape) != (mdp.num_states,):
+        raise ValueError(f"{name} must have shape (S,) = ({mdp.num_states},), got {tuple(V.shape)}")
+    require_finite(V, name)
+    return _to_numpy64(V)
+
+
+def _policy_in(mdp: TabularMDP, policy) -> np.ndarray:
+    """A policy as an (S, A) float64 numpy matrix of probabilities."""
+    policy = as_array(policy, "policy")
+    S, A = mdp.num_states, mdp.num_actions
+    if tuple(policy.shape) == (S,):
+        actions = _to_numpy64(policy)
+        if not np.all(np.isfinite(actions)) or np.any(actions != np.round(actions)):
+            raise ValueError("policy of shape (S,) must hold integer actions")
+        if actions.min() < 0 or actions.max() >= A:
+            raise ValueError(f"policy of shape (S,) must hold actions in [0, {A}), "
+                             f"got values in [{actions.min():g}, {actions.max():g}]")
+        return np.eye(A)[actions.astype(np.int64)]
+    if tuple(policy.shape) != (S, A):
+        raise ValueError(f"policy must have shape (S,) = ({S},) of actions or (S, A) = {(S, A)} "
+                         f"of probabilities, got {tuple(policy.shape)}")
+    pi = _to_numpy64(policy)
+    if not np.all(np.isfinite(pi)) or pi.min() < 0:
+        raise ValueError("policy of shape (S, A) must hold probabilities >= 0")
+    sums = pi.sum(axis=1)
+    if np.abs(sums - 1).max() > PROB_ATOL:
+        s = int(np.argmax(np.abs(sums - 1)))
+        raise ValueError(f"each row policy[s, :] must sum to 1 (within {PROB_ATOL:g}), "
+                         f"got policy[{s}, :].sum() = {sums[s]:.12g}")
+    return pi
+
+
+# ----------------------------------------------------------------------------------------------
+# Backups
+# ----------------------------------------------------------------------------------------------
+
+def _q(mdp: TabularMDP, V: np.ndarray) -> np.ndarray:
+    return mdp._R + mdp.gamma * (mdp._P @ V)
+
+
+def _tied(Q: np.ndarray) -> np.ndarray:
+    best = Q.max(axis=1, keepdims=True)
+    return Q >= best - TIE_ATOL * np.maximum(1.0, np.abs(best))
+
+
+def _greedy(Q: np.ndarray) -> np.ndarray:
+    return np.argmax(_tied(Q), axis=1)
+
+
+def _greedy_for(mdp: TabularMDP, Q: np.ndarray) -> np.ndarray:
+    """Greedy actions, ties to the lowest index; with gamma = 1 ties go first to actions that
+    move closer to the absorbing set, so that a greedy policy of V* also terminates."""
+    if mdp.gamma < 1.0:
+        return _greedy(Q)
+    return _terminating_policy(mdp, _tied(Q))
+
+
+def _terminating_policy(mdp: TabularMDP, allowed: np.ndarray) -> np.ndarray:
+    """Breadth-first from the absorbing set, using only ``allowed[s, a]`` actions: each state
+    reached takes the lowest-index allowed action that moves it, with positive probability, one
+    layer closer; such a policy ends with probability 1 from those states. Other states take
+    their lowest-index allowed action."""
+    pi = np.argmax(allowed, axis=1)
+    layer = np.full(mdp.num_states, -1)
+    layer[mdp.absorbing] = 0
+    frontier = mdp.absorbing.copy()
+    depth = 0
+    while frontier.any():
+        depth += 1
+        hits = allowed & (mdp._P[:, :, frontier].sum(axis=2) > 0)  # a can enter the frontier
+        new = (layer < 0) & hits.any(axis=1)
+        pi[new] = np.argmax(hits[new], axis=1)
+        layer[new] = depth
+        frontier = new
+    return pi
+
+
+def q_values(mdp: TabularMDP, V):
+    r"""Action values from state values by a one-step look-ahead.
+
+    .. math::
+        Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a)\, V(s').
+
+    =========  ==========  ======================================
+    argument   shape       meaning
+    =========  ==========  ======================================
+    ``mdp``    .           a :class:`TabularMDP`
+    ``V``      (S,)        state values (numpy or torch)
+    returns    (S, A)      ``Q``, the same kind and dtype as ``V``
+    =========  ==========  ======================================
+
+    Defined in: MDPs and dynamic programming, section Value functions: V, Q and A.
+    """
+    _require_mdp(mdp)
+    V_in = as_array(V, "V")
+    return _Kind(V_in).values(_q(mdp, _values_in(mdp, V_in)))
+
+
+def bellman_expectation_backup(mdp: TabularMDP, V, policy):
+    r"""One Bellman expectation backup, :math:`T^\pi V`.
+
+    .. math::
+        (T^\pi V)(s) = \sum_a \pi(a \mid s) \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+
+    ==========  ===============  ========================================================
+    argument    shape            meaning
+    ==========  ===============  ========================================================
+    ``V``       (S,)             state values
+    ``policy``  (S, A) or (S,)   action probabilities, or one action per state
+    returns     (S,)             :math:`T^\pi V`, the same kind and dtype as ``V``
+    ==========  ===============  ========================================================
+
+    Defined in: MDPs and dynamic programming, section Iterative policy evaluation.
+    """
+    _require_mdp(mdp)
+    V_in = as_array(V, "V")
+    pi = _policy_in(mdp, policy)
+    return _Kind(V_in).values((pi * _q(mdp, _values_in(mdp, V_in))).sum(axis=1))
+
+
+def bellman_optimality_backup(mdp: TabularMDP, V):
+    r"""One Bellman optimality backup, :math:`T V`.
+
+    .. math::
+        (T V)(s) = \max_a \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+
+    =========  ======  ==============================================
+    argument   shape   meaning
+    =========  ======  ==============================================
+    ``V``      (S,)    state values
+    returns    (S,)    :math:`T V`, the same kind and dtype as ``V``
+    =========  ======  ==============================================
+
+    Defined in: MDPs and dynamic programming, section Value iteration.
+    """
+    _require_mdp(mdp)
+    V_in = as_array(V, "V")
+    return _Kind(V_in).values(_q(mdp, _values_in(mdp, V_in)).max(axis=1))
+
+
+def greedy_policy(mdp: TabularMDP, V):
+    r"""The greedy policy of ``V``: in each state an action that maximises the look-ahead.
+
+    .. math::
+        \pi(s) = \argmax_a \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+
+    Ties are broken deterministically: actions whose Q is within ``TIE_ATOL`` = 1e-9 times
+    ``max(1, |max_a Q(s, a)|)`` of the best count as tied, and the lowest index among them wins.
+    With ``gamma = 1`` a tie goes first to the lowest-index tied action that moves, with positive
+    probability, one step closer (breadth-first) to the absorbing set, so that the greedy policy
+    of V* terminates and is optimal (on non-slippery FrozenLake, "left" into the wall from the
+    start has the same value 1 as "down", but would never end).
+
+    =========  ======  ==========================================================
+    argument   shape   meaning
+    =========  ======  ==========================================================
+    ``V``      (S,)    state values
+    returns    (S,)    integer actions (int64 numpy array or torch long tensor,
+                       the kind of ``V``)
+    =========  ======  ==========================================================
+
+    Defined in: MDPs and dynamic programming, section Greedy policies.
+    """
+    _require_mdp(mdp)
+    V_in = as_array(V, "V")
+    return _Kind(V_in).actions(_greedy_for(mdp, _q(mdp, _values_in(mdp, V_in))))
+
+
+def uniform_policy(mdp: TabularMDP):
+    r"""The equiprobable random policy :math:`\pi(a \mid s) = 1/|\mathcal A|`, shape (S, A), in
+    the kind and dtype of the MDP.
+
+    Defined in: MDPs and dynamic programming, section Iterative policy evaluation.
+    """
+    _require_mdp(mdp)
+    return mdp._kind.values(np.full((mdp.num_states, mdp.num_actions), 1.0 / mdp.num_actions))
+
+
+def policy_matrix(mdp: TabularMDP, policy):
+    r"""A policy as an (S, A) matrix of probabilities :math:`\pi(a \mid s)`: an (S,) array of
+    actions becomes one-hot rows; an (S, A) matrix is checked and returned as float.
+
+    Defined in: MDPs and dynamic programming, section Value functions: V, Q and A.
+    """
+    _require_mdp(mdp)
+    policy_in = as_array(policy, "policy")
+    pi = _policy_in(mdp, policy_in)
+    return (_Kind(policy_in) if is_tensor(policy_in) else mdp._kind).values(pi)
+
+
+# ----------------------------------------------------------------------------------------------
+# Policy evaluation
+# ----------------------------------------------------------------------------------------------
+
+def _evaluate(mdp: TabularMDP, pi: np.ndarray, tol: float) -> np.ndarray:
+    """Exact V^pi in float64 for an (S, A) policy matrix (see policy_evaluation)."""
+    S = mdp.num_states
+    P_pi = np.einsum("sa,sat->st", pi, mdp._P)
+    R_pi = (pi * mdp._R).sum(axis=1)
+    gamma = mdp.gamma
+    V = np.zeros(S)
+    if gamma < 1.0:
+        A = np.eye(S) - gamma * P_pi
+        V = np.linalg.solve(A, R_pi)
+        for _ in range(3):  # iterative refinement, should rounding leave a visible residual
+            residual = R_pi + gamma * P_pi @ V - V
+            if np.abs(residual).max() <= tol:
+                break
+            V = V + np.linalg.solve(A, residual)
+        return V
+    # gamma = 1: zero on the closed zero-reward set of the policy, a linear solve elsewhere.
+    scale = max(1.0, float(np.abs(mdp._R).max()))
+    Z = _absorbing_set(P_pi > 0, np.abs(R_pi) <= 1e-12 * scale)
+    stuck = ~_can_reach(P_pi > 0, Z)
+    if stuck.any():
+        raise ValueError(
+            "gamma = 1 and the policy does not reach a zero-reward absorbing state with "
+            f"probability 1 from state(s) {np.flatnonzero(stuck)[:10].tolist()}: its return there "
+            "is not finite. Use gamma < 1 or a policy that terminates.")
+    N = ~Z
+    if N.any():
+        A = np.eye(int(N.sum())) - P_pi[np.ix_(N, N)]
+        V[N] = np.linalg.solve(A, R_pi[N])
+    return V
+
+
+def policy_evaluation(mdp: TabularMDP, policy, tol=1e-10):
+    r"""The value :math:`V^\pi` of a policy, solving the Bellman expectation equation exactly.
+
+    .. math::
+        V^\pi = R_\pi + \gamma P_\pi V^\pi \quad\Longrightarrow\quad
+        V^\pi = (I - \gamma P_\pi)^{-1} R_\pi,
+
+    with :math:`P_\pi[s, s'] = \sum_a \pi(a \mid s) P[s, a, s']` and
+    :math:`R_\pi[s] = \sum_a \pi(a \mid s) R[s, a]`. The linear solve is refined until the
+    Bellman residual is below ``tol``. With ``gamma = 1``, V = 0 on the closed zero-reward states
+    of the policy and the system is solved on the rest; a policy that some state never ends
+    (its return is not finite) raises ``ValueError`` naming gamma.
+
+    ==========  ===============  ============================================================
+    argument    shape            meaning
+    ==========  ===============  ============================================================
+    ``mdp``     .                a :class:`TabularMDP`
+    ``policy``  (S, A) or (S,)   probabilities :math:`\pi(a \mid s)` or one action per state
+    ``tol``     scalar > 0       largest Bellman residual accepted
+    returns     (S,)             :math:`V^\pi`, in the kind and dtype of ``mdp.P``
+    ==========  ===============  ============================================================
+
+    Defined in: MDPs and dynamic programming, section Policy evaluation as a linear system.
+    """
+    _require_mdp(mdp)
+    tol = _require_tol(tol)
+    return mdp._kind.values(_evaluate(mdp, _policy_in(mdp, policy), tol))
+
+
+def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=100_000):
+    r"""Policy evaluation by repeated synchronous Bellman expectation backups from V = 0.
+
+    .. math::
+        V_{k+1}(s) = \sum_a \pi(a \mid s) \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V_k(s')\Big].
+
+    Stops after the first sweep k with
+    :math:`\frac{\gamma}{1-\gamma}\|V_{k} - V_{k-1}\|_\infty < \text{tol}`, which guarantees
+    :math:`\|V_k - V^\pi\|_\infty < \text{tol}` (for ``gamma = 1``: when a sweep changes V by less
+    than ``tol``, which guarantees nothing; compare with :func:`policy_evaluation`).
+
+    ==============  ===============  ====================================================
+    argument        shape            meaning
+    ==============  ===============  ====================================================
+    ``policy``      (S, A) or (S,)   probabilities or one action per state
+    ``tol``         scalar > 0       accuracy
+    ``max_sweeps``  int >= 1         raises ``ValueError`` if not converged by then
+    returns         ((S,), int)      ``(V, sweeps)``: V in the kind of ``mdp.P``
+    ==============  ===============  ====================================================
+
+    Defined in: MDPs and dynamic programming, section Iterative policy evaluation.
+    """
+    _require_mdp(mdp)
+    tol = _require_tol(tol)
+    max_sweeps = require_int(max_sweeps, "max_sweeps", minimum=1)
+    pi = _policy_in(mdp, policy)
+    P_pi = np.einsum("sa,sat->st", pi, mdp._P)
+    R_pi = (pi * mdp._R).sum(axis=1)
+    gamma = mdp.gamma
+    V = np.zeros(mdp.num_states)
+    for sweep in range(1, max_sweeps + 1):
+        V_new = R_pi + gamma * P_pi @ V
+        delta = float(np.abs(V_new - V).max())
+        V = V_new
+        if _small_enough(delta, gamma, tol, V):
+            return mdp._kind.values(V), sweep
+    raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
+                     f"(last change {delta:.3g}); raise max_sweeps, or tol")
+
+
+def _small_enough(delta: float, gamma: float, tol: float, V: np.ndarray) -> bool:
+    """The stopping rule: the contraction bound on the error, or rounding-level changes."""
+    if delta <= 16 * _EPS * max(1.0, float(np.abs(V).max())):
+        return True  # a further sweep cannot change V beyond rounding
+    if gamma < 1.0:
+        return gamma * delta < tol * (1.0 - gamma)
+    return delta < tol
+
+
+# ----------------------------------------------------------------------------------------------
+# Control
+# ----------------------------------------------------------------------------------------------
+
+def _initial_policy(mdp: TabularMDP) -> np.ndarray:
+    """Action 0 everywhere; with gamma = 1 a policy that terminates (see policy_iteration)."""
+    if mdp.gamma < 1.0:
+        return np.zeros(mdp.num_states, dtype=np.int64)
+    return _terminating_policy(mdp, np.ones((mdp.num_states, mdp.num_actions), dtype=bool))
+
+
+def policy_iteration_trace(mdp: TabularMDP):
+    r"""Howard's policy iteration, returning every policy it evaluates.
+
+    Start from :math:`\pi_0` (action 0 in every state; with ``gamma = 1`` instead a policy that
+    terminates: in each state the lowest-index action that can move one step closer to the
+    absorbing set). Then repeat: evaluate :math:`V^{\pi_i}` exactly; improve,
+    :math:`\pi_{i+1}(s) = \argmax_a Q^{\pi_i}(s, a)`, keeping the current action unless another
+    is better by more than the tie tolerance; stop when the policy no longer changes.
+
+    Returns a list of ``(V, policy)`` pairs, one per evaluated policy (numpy float64 and int64);
+    the last pair is optimal. :func:`policy_iteration` returns that last pair.
+
+    Defined in: MDPs and dynamic programming, section Policy iteration.
+    """
+    _require_mdp(mdp)
+    S = mdp.num_states
+    pi = _initial_policy(mdp)
+    trace = []
+    tol = 1e-12 * max(1.0, float(np.abs(mdp._R).max()))
+    for _ in range(10 * S * mdp.num_actions + 100):
+        V = _evaluate(mdp, np.eye(mdp.num_actions)[pi], tol)
+        trace.append((V, pi.copy()))
+        Q = _q(mdp, V)
+        best = Q.max(axis=1)
+        current = Q[np.arange(S), pi]
+        better = best > current + TIE_ATOL * np.maximum(1.0, np.abs(best))
+        if not better.any():
+            return trace
+        pi = np.where(better, _greedy_for(mdp, Q), pi)
+    raise ValueError("policy iteration did not stop; gamma = 1 with an MDP whose values are not "
+                     "finite under some policy? Use gamma < 1")
+
+
+def policy_iteration(mdp: TabularMDP):
+    r"""Optimal values and a greedy optimal policy by policy iteration (Howard, 1960).
+
+    Alternate exact policy evaluation, :math:`V^{\pi_i} = (I - \gamma P_{\pi_i})^{-1} R_{\pi_i}`,
+    and greedy improvement, :math:`\pi_{i+1}(s) = \argmax_a Q^{\pi_i}(s, a)`, until the policy
+    is stable (see :func:`policy_iteration_trace`). The returned policy is the greedy policy of
+    the final V with ties to the lowest index (as in :func:`greedy_policy`), so policy and value
+    iteration return the same policy.
+
+    =========  =================  ======================================================
+    argument   shape              meaning
+    =========  =================  ======================================================
+    ``mdp``    .                  a :class:`TabularMDP`
+    returns    ((S,), (S,))       ``(V, policy)``: V* in the kind and dtype of ``mdp.P``,
+                                  integer greedy actions
+    =========  =================  ======================================================
+
+    Defined in: MDPs and dynamic programming, section Policy iteration.
+    """
+    V, _ = policy_iteration_trace(mdp)[-1]
+    return mdp._kind.values(V), mdp._kind.actions(_greedy_for(mdp, _q(mdp, V)))
+
+
+def value_iteration(mdp: TabularMDP, tol=1e-10):
+    r"""Optimal values and a greedy optimal policy by value iteration (Bellman, 1957).
+
+    .. math::
+        V_0 = 0, \qquad V_{k+1}(s) = \max_a \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V_k(s')\Big].
+
+    Stopping rule (``gamma < 1``): since the backup is a ``gamma``-contraction,
+    :math:`\|V_{k+1} - V^*\|_\infty \le \frac{\gamma}{1-\gamma}\|V_{k+1} - V_k\|_\infty`, so the
+    sweeps stop once that bound is below ``tol`` (or once a sweep changes V only by rounding);
+    the returned V is then within ``tol`` of V*. With ``gamma = 1`` there is no contraction
+    factor: when a sweep changes V by less than ``tol``, the greedy policy is evaluated exactly,
+    and that value is returned if it satisfies the Bellman optimality equation within ``tol``;
+    sweeps that stop shrinking (a loop that earns reward forever) raise ``ValueError`` naming
+    gamma. The policy is the greedy policy of V, ties to the lowest action index.
+
+    =========  =================  ======================================================
+    argument   shape              meaning
+    =========  =================  ======================================================
+    ``mdp``    .                  a :class:`TabularMDP`
+    ``tol``    scalar > 0         accuracy of V in max norm
+    returns    ((S,), (S,))       ``(V, policy)``: V in the kind and dtype of ``mdp.P``,
+                                  integer greedy actions
+    =========  =================  ======================================================
+
+    Defined in: MDPs and dynamic programming, section Value iteration.
+    """
+    _require_mdp(mdp)
+    tol = _require_tol(tol)
+    V = np.zeros(mdp.num_states)
+    if mdp.gamma < 1.0:
+        while True:  # terminates: the error shrinks by gamma per sweep
+            V_new = _q(mdp, V).max(axis=1)
+            delta = float(np.abs(V_new - V).max())
+            V = V_new
+            if _small_enough(delta, mdp.gamma, tol, V):
+                break
+    else:
+        V = _value_iteration_episodic(mdp, tol)
+    return mdp._kind.values(V), mdp._kind.actions(_greedy_for(mdp, _q(mdp, V)))
+
+
+def _value_iteration_episodic(mdp: TabularMDP, tol: float) -> np.ndarray:
+    V = np.zeros(mdp.num_states)
+    window_delta = math.inf
+    last_check = -10
+    for sweep in range(1, _MAX_EPISODIC_SWEEPS + 1):
+        V_new = _q(mdp, V).max(axis=1)
+        delta = float(np.abs(V_new - V).max())
+        V = V_new
+        if _small_enough(delta, 1.0, tol, V) and sweep - last_check >= 10:
+            last_check = sweep
+            pi = _greedy_for(mdp, _q(mdp, V))
+            try:
+                V_pi = _evaluate(mdp, np.eye(mdp.num_actions)[pi], tol)
+                if float(np.abs(_q(mdp, V_pi).max(axis=1) - V_pi).max()) <= tol:
+                    return V_pi
+            except ValueError:
+                pass  # the greedy policy does not terminate yet
+            if delta == 0.0:
+                return V  # an exact fixed point of the backup
+        if sweep % _DIVERGENCE_WINDOW == 0:
+            if delta > tol and delta >= 0.999 * window_delta:
+                raise ValueError(
+                    f"gamma = 1: value iteration does not converge (after {sweep} sweeps V still "
+                    f"changes by {delta:.3g} per sweep): some policy earns reward forever without "
+                    "terminating, so V* is not finite. Use gamma < 1")
+            window_delta = delta
+    raise ValueError(f"gamma = 1: value iteration did not converge in {_MAX_EPISODIC_SWEEPS} "
+                     "sweeps; use gamma < 1")
+
+
+# ----------------------------------------------------------------------------------------------
+# Test problems and simulation
+# ----------------------------------------------------------------------------------------------
+
+def random_mdp(num_states: int, num_actions: int, gamma: float = 0.9, *, seed: int = 0,
+               terminal_prob: float = 0.0, torch_tensors: bool = False) -> TabularMDP:
+    r"""A random MDP for tests and exercise checks.
+
+    Rows of ``P`` are Dirichlet(1) draws over the states, rewards are standard normal. With
+    ``terminal_prob > 0`` the last state is terminal (absorbing, zero reward) and every other
+    (s, a) enters it with probability at least ``terminal_prob``, so the problem is episodic
+    (and ``gamma = 1`` is allowed).
+
+    Defined in: MDPs and dynamic programming, section Exercises.
+    """
+    S = require_int(num_states, "num_states", minimum=1)
+    A = require_int(num_actions, "num_actions", minimum=1)
+    seed = require_int(seed, "seed", minimum=0)
+    terminal_prob = require_real(terminal_prob, "terminal_prob")
+    if not 0.0 <= terminal_prob <= 1.0:
+        raise ValueError(f"terminal_prob must be in [0, 1], got {terminal_prob}")
+    if terminal_prob > 0 and S < 2:
+        raise ValueError("num_states must be >= 2 when terminal_prob > 0")
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(S), size=(S, A))
+    R = rng.standard_normal((S, A))
+    if terminal_prob > 0:
+        P = (1 - terminal_prob) * P
+        P[:, :, -1] += terminal_prob
+        P[-1] = 0.0
+        P[-1, :, -1] = 1.0
+        R[-1] = 0.0
+    if torch_tensors:
+        P, R = torch.as_tensor(P), torch.as_tensor(R)
+    return TabularMDP(P, R, gamma)
+
+
+def rollout_returns(env, policy, num_episodes: int, gamma: float = 1.0, *, seed: int = 0,
+                    max_steps: int = 100_000) -> np.ndarray:
+    r"""Discounted returns :math:`G_0 = \sum_t \gamma^t R_{t+1}` of episodes played in ``env``
+    with a deterministic tabular policy, for Monte Carlo checks of computed values.
+
+    ==================  ======  =================================================================
+    argument            shape   meaning
+    ==================  ======  =================================================================
+    ``env``             .       a gymnasium environment with discrete observations
+    ``policy``          (S,)    one action per state
+    ``num_episodes``    int     number of episodes; episode i is reset with ``seed + i``
+    ``max_steps``       int     an episode still running after this many steps raises ValueError
+    returns             (N,)    float64 numpy array of returns
+    ==================  ======  =================================================================
+
+    Episodes end when the environment says ``terminated`` or ``truncated`` (a ``TimeLimit``
+    truncates, which biases the returns: use ``max_episode_steps`` large enough).
+
+    Defined in: MDPs and dynamic programming, section FrozenLake: a model from gymnasium.
+    """
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    gamma = _scalar(gamma, "gamma")
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    seed = require_int(seed, "seed", minimum=0)
+    max_steps = require_int(max_steps, "max_steps", minimum=1)
+    actions = np.asarray(_to_numpy64(as_array(policy, "policy")))
+    if actions.ndim != 1 or np.any(actions != np.round(actions)):
+        raise ValueError(f"policy must be an (S,) array of integer actions, got shape {actions.shape}")
+    actions = actions.astype(np.int64)
+    returns = np.zeros(num_episodes)
+    for i in range(num_episodes):
+        s, _ = env.reset(seed=seed + i)
+        discount, G = 1.0, 0.0
+        for _ in range(max_steps):
+            s, r, terminated, truncated, _ = env.step(int(actions[int(s)]))
+            G += discount * float(r)
+            discount *= gamma
+            if terminated or truncated:
+                break
+        else:
+            raise ValueError(f"an episode ran max_steps={max_steps} steps without ending")
+        returns[i] = G
+    return returns
