@@ -1,0 +1,77 @@
+"""Tests of the small helpers every chapter uses: seeding, device choice, showing source, progress."""
+
+import numpy as np
+import pytest
+import torch
+
+import rlnotes
+from rlnotes.device import get_device
+from rlnotes.progress import progress
+from rlnotes.seeding import seed_everything
+from rlnotes.show import show_source
+
+
+def test_package_has_a_version():
+    assert rlnotes.__version__.count(".") == 2
+
+
+def test_seed_everything_makes_runs_repeat():
+    rng = seed_everything(123)
+    first = (rng.random(3), np.random.rand(2), torch.rand(2))
+    rng = seed_everything(123)
+    second = (rng.random(3), np.random.rand(2), torch.rand(2))
+    for a, b in zip(first, second):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None, True])
+def test_seed_everything_rejects_bad_seeds(seed):
+    with pytest.raises(ValueError, match="seed"):
+        seed_everything(seed)
+
+
+def test_get_device_defaults_to_an_available_device(monkeypatch):
+    monkeypatch.delenv("RLNOTES_DEVICE", raising=False)
+    device = get_device()
+    assert device.type in ("cpu", "cuda", "mps")
+    if torch.cuda.is_available():
+        assert device.type == "cuda"
+    assert torch.zeros(1, device=device).device.type == device.type
+
+
+def test_get_device_honours_the_environment(monkeypatch):
+    monkeypatch.setenv("RLNOTES_DEVICE", "cpu")
+    assert get_device() == torch.device("cpu")
+    assert get_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("prefer", ["tpu", "", 3, "gpu"])
+def test_get_device_rejects_unknown_devices(prefer):
+    with pytest.raises(ValueError, match="prefer"):
+        get_device(prefer)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_get_device_rejects_cuda_without_a_gpu():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        get_device("cuda")
+
+
+def test_show_source_shows_the_package_source():
+    shown = show_source(seed_everything)
+    text = shown._repr_markdown_()
+    assert "def seed_everything" in text and text.startswith("```python")
+    assert "rlnotes.seeding.seed_everything" in repr(shown)
+
+
+@pytest.mark.parametrize("obj", [3, "text", None])
+def test_show_source_rejects_objects_without_source(obj):
+    with pytest.raises(ValueError, match="obj"):
+        show_source(obj)
+
+
+def test_progress_wraps_and_can_be_silenced(monkeypatch):
+    monkeypatch.setenv("RLNOTES_PROGRESS", "0")
+    bar = progress(range(5), desc="test")
+    assert list(bar) == [0, 1, 2, 3, 4]
+    assert bar.disable
