@@ -1,2 +1,5 @@
 """Figures of the book. Each submodule holds the plots of one kind of result; the names below
 are re-exported for convenience."""
+
+from rlnotes.plotting.learning import (  # noqa: F401
+    moving_average, plot_curves, plot_grid_paths, plot_value_estimates)

@@ -1,0 +1,886 @@
+r"""Learning from experience without a model: tabular Monte Carlo and temporal-difference methods.
+
+Every method here moves an estimate a step of size alpha toward a sampled *target*,
+
+    estimate <- estimate + alpha * (target - estimate),
+
+and the methods differ only in the target (book notation, ``book/notation.md``):
+
+| method | estimate | target |
+| --- | --- | --- |
+| Monte Carlo prediction | V(S_t) | G_t, the sampled return |
+| TD(0) prediction | V(S_t) | R_{t+1} + gamma V(S_{t+1}) |
+| SARSA | Q(S_t, A_t) | R_{t+1} + gamma Q(S_{t+1}, A_{t+1}) |
+| Q-learning | Q(S_t, A_t) | R_{t+1} + gamma max_a Q(S_{t+1}, a) |
+| expected SARSA | Q(S_t, A_t) | R_{t+1} + gamma sum_a pi(a given S_{t+1}) Q(S_{t+1}, a) |
+
+Conventions shared by every function:
+
+- ``env`` is a gymnasium environment with ``Discrete`` observation and action spaces.
+- Episodes end when the environment reports ``terminated`` or ``truncated``. On ``terminated``
+  the target has no bootstrap term (the value of a terminal state is 0). On ``truncated`` alone
+  (a time limit, which is not part of the MDP) the target *does* bootstrap from the next state,
+  and Monte Carlo completes the cut-off return with ``V(S_T)``.
+- The behaviour policy of the control methods is epsilon-greedy: with probability epsilon a
+  uniformly random action, otherwise a greedy action, ties broken uniformly at random.
+- Randomness comes from ``numpy.random.default_rng(seed)`` only: it draws the actions and the seed
+  of the environment's first ``reset``; later resets continue the environment's own stream. The
+  same ``seed`` and environment give the same run.
+
+The ``*_batch`` functions run many independent runs at once with numpy on the environment's
+toy-text model ``env.unwrapped.P`` (:class:`ToyTextModel`); they compute the same algorithms as
+the single-run functions (tested statistically) and are what the chapter uses to average over
+runs.
+
+Defined in: Learning without a model: Monte Carlo and TD.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from rlnotes._validate import require_gamma, require_in_range, require_int
+from rlnotes.progress import progress
+
+__all__ = [
+    "ToyTextModel",
+    "epsilon_greedy",
+    "epsilon_greedy_probs",
+    "expected_return",
+    "evaluate_policy",
+    "expected_sarsa",
+    "expected_sarsa_target",
+    "greedy_path",
+    "greedy_policy",
+    "mc_prediction",
+    "mc_prediction_batch",
+    "q_learning",
+    "q_learning_target",
+    "rms_error",
+    "sarsa",
+    "sarsa_target",
+    "td0_prediction",
+    "td0_prediction_batch",
+    "td_control_batch",
+    "td_target",
+    "td_update",
+    "toy_text_model",
+]
+
+CONTROL_METHODS = ("sarsa", "q_learning", "expected_sarsa")
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------
+
+def _require_discrete_env(env) -> tuple[int, int]:
+    """(S, A) of an environment whose observation and action spaces are Discrete."""
+    obs = getattr(env, "observation_space", None)
+    act = getattr(env, "action_space", None)
+    if not isinstance(obs, spaces.Discrete) or not isinstance(act, spaces.Discrete):
+        raise ValueError(
+            "env must have Discrete observation and action spaces, got "
+            f"observation_space={obs!r}, action_space={act!r}")
+    return int(obs.n), int(act.n)
+
+
+def _require_alpha(alpha) -> float:
+    return require_in_range(alpha, "alpha", 0.0, 1.0, low_open=True)
+
+
+def _require_epsilon(epsilon) -> float:
+    return require_in_range(epsilon, "epsilon", 0.0, 1.0)
+
+
+def _require_seed(seed):
+    if seed is None:
+        return None
+    return require_int(seed, "seed", minimum=0)
+
+
+def _require_policy(policy, S: int, A: int) -> np.ndarray:
+    """An (S, A) matrix of action probabilities (rows sum to 1), or an (S,) array of actions."""
+    policy = np.asarray(policy)
+    if policy.shape == (S,) and np.issubdtype(policy.dtype, np.integer):
+        if policy.min() < 0 or policy.max() >= A:
+            raise ValueError(f"policy actions must lie in [0, {A - 1}], got {policy}")
+        return np.eye(A)[policy]
+    policy = policy.astype(np.float64)
+    if policy.shape != (S, A):
+        raise ValueError(f"policy must have shape ({S}, {A}) (or ({S},) integer actions), "
+                         f"got {policy.shape}")
+    if not np.all(np.isfinite(policy)) or policy.min() < 0:
+        raise ValueError("policy must hold finite, non-negative probabilities")
+    if not np.allclose(policy.sum(axis=1), 1.0, atol=1e-8):
+        raise ValueError("policy rows must sum to 1")
+    return policy
+
+
+def _require_V0(V0, S: int) -> np.ndarray:
+    if V0 is None:
+        return np.zeros(S)
+    V0 = np.array(V0, dtype=np.float64)
+    if V0.shape != (S,):
+        raise ValueError(f"V0 must have shape ({S},), got {V0.shape}")
+    if not np.all(np.isfinite(V0)):
+        raise ValueError("V0 must contain only finite values")
+    return V0
+
+
+def _first_reset_seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(2**31 - 1))
+
+
+# --------------------------------------------------------------------------------------------
+# The small pieces: policies, targets, the update
+# --------------------------------------------------------------------------------------------
+
+def epsilon_greedy(q, epsilon: float, rng: np.random.Generator) -> int:
+    r"""Sample an action epsilon-greedily from one row of action values.
+
+    With probability ``epsilon`` a uniformly random action, otherwise an action of largest value,
+    ties broken uniformly at random. Each greedy action therefore has probability
+    ``(1 - epsilon) / n_greedy + epsilon / A`` (:func:`epsilon_greedy_probs`).
+
+    | argument | shape |
+    | --- | --- |
+    | ``q`` | (A,) action values Q(s, .) |
+    | returns | int in [0, A) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section SARSA: on-policy TD control.
+    """
+    q = np.asarray(q)
+    if q.ndim != 1 or q.size == 0:
+        raise ValueError(f"q must be a non-empty 1-D array of action values, got shape {q.shape}")
+    epsilon = _require_epsilon(epsilon)
+    if rng.random() < epsilon:
+        return int(rng.integers(q.size))
+    best = np.flatnonzero(q == q.max())
+    return int(best[rng.integers(best.size)])
+
+
+def epsilon_greedy_probs(q, epsilon: float) -> np.ndarray:
+    r"""The action probabilities of the epsilon-greedy policy (ties share the greedy mass).
+
+    $$\pi(a \mid s) = \frac{\epsilon}{|\mathcal A|}
+      + (1 - \epsilon)\,\frac{\mathbb 1[a \in \arg\max_b Q(s, b)]}{|\arg\max_b Q(s, b)|}$$
+
+    | argument | shape |
+    | --- | --- |
+    | ``q`` | (..., A) action values |
+    | returns | (..., A) probabilities, rows sum to 1 |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Expected SARSA.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    if q.ndim < 1 or q.shape[-1] == 0:
+        raise ValueError(f"q must have a non-empty last axis of actions, got shape {q.shape}")
+    epsilon = _require_epsilon(epsilon)
+    is_max = q == q.max(axis=-1, keepdims=True)
+    greedy = is_max / is_max.sum(axis=-1, keepdims=True)
+    return epsilon / q.shape[-1] + (1.0 - epsilon) * greedy
+
+
+def greedy_policy(Q) -> np.ndarray:
+    """The greedy policy ``argmax_a Q[s, a]`` as an (S,) integer array (ties: the first action).
+
+    | argument | shape |
+    | --- | --- |
+    | ``Q`` | (S, A) |
+    | returns | (S,) int |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.
+    """
+    Q = np.asarray(Q)
+    if Q.ndim != 2:
+        raise ValueError(f"Q must have shape (S, A), got {Q.shape}")
+    return np.argmax(Q, axis=1)
+
+
+def td_target(reward, next_value, terminated, gamma: float):
+    r"""The one-step bootstrapped target $R_{t+1} + \gamma\,(1 - d_{t+1})\,\hat v(S_{t+1})$.
+
+    ``terminated`` is the done mask $d_{t+1}$: 1 (True) when $S_{t+1}$ is terminal, whose value
+    is 0, so there is nothing to bootstrap from. A time-limit truncation is *not* termination:
+    pass ``terminated=False`` then. Scalars or arrays of one shape.
+
+    | argument | shape |
+    | --- | --- |
+    | ``reward``, ``next_value``, ``terminated`` | () or (N,) |
+    | returns | () or (N,) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section TD(0) prediction.
+    """
+    gamma = require_gamma(gamma)
+    return reward + gamma * (1.0 - np.asarray(terminated, dtype=np.float64)) * next_value
+
+
+def td_update(estimate, target, alpha: float):
+    r"""One step of size alpha toward the target: $x \leftarrow x + \alpha\,(\text{target} - x)$.
+
+    | argument | shape |
+    | --- | --- |
+    | ``estimate``, ``target`` | () or (N,) |
+    | returns | the new estimate, same shape |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Monte Carlo prediction.
+    """
+    alpha = _require_alpha(alpha)
+    return estimate + alpha * (target - estimate)
+
+
+def sarsa_target(reward, q_next, a_next, terminated, gamma: float):
+    r"""SARSA's target $R_{t+1} + \gamma\,(1 - d_{t+1})\,Q(S_{t+1}, A_{t+1})$, with $A_{t+1}$ the
+    action the behaviour policy takes next.
+
+    | argument | shape |
+    | --- | --- |
+    | ``reward``, ``terminated`` | () or (N,) |
+    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | ``a_next`` | () or (N,) int |
+    | returns | () or (N,) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section SARSA: on-policy TD control.
+    """
+    q_next = np.asarray(q_next, dtype=np.float64)
+    a_next = np.asarray(a_next)
+    value = np.take_along_axis(q_next, a_next[..., None], axis=-1)[..., 0]
+    return td_target(reward, value, terminated, gamma)
+
+
+def q_learning_target(reward, q_next, terminated, gamma: float):
+    r"""Q-learning's target $R_{t+1} + \gamma\,(1 - d_{t+1})\max_a Q(S_{t+1}, a)$.
+
+    | argument | shape |
+    | --- | --- |
+    | ``reward``, ``terminated`` | () or (N,) |
+    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | returns | () or (N,) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning: off-policy TD control.
+    """
+    q_next = np.asarray(q_next, dtype=np.float64)
+    return td_target(reward, q_next.max(axis=-1), terminated, gamma)
+
+
+def expected_sarsa_target(reward, q_next, terminated, gamma: float, epsilon: float):
+    r"""Expected SARSA's target $R_{t+1} + \gamma\,(1 - d_{t+1})\sum_a \pi(a \mid S_{t+1})\,
+    Q(S_{t+1}, a)$ with $\pi$ the epsilon-greedy policy of :func:`epsilon_greedy_probs`.
+
+    | argument | shape |
+    | --- | --- |
+    | ``reward``, ``terminated`` | () or (N,) |
+    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | returns | () or (N,) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Expected SARSA.
+    """
+    q_next = np.asarray(q_next, dtype=np.float64)
+    value = (epsilon_greedy_probs(q_next, epsilon) * q_next).sum(axis=-1)
+    return td_target(reward, value, terminated, gamma)
+
+
+def rms_error(V, v_true, states=None):
+    r"""Root-mean-square error $\sqrt{\frac1{|\mathcal S'|}\sum_{s\in\mathcal S'}(V(s) - v(s))^2}$
+    over ``states`` (default: all), along the last axis.
+
+    | argument | shape |
+    | --- | --- |
+    | ``V`` | (..., S) |
+    | ``v_true`` | (S,) |
+    | ``states`` | index array into the last axis, or None |
+    | returns | (...) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section TD(0) against Monte Carlo.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    v_true = np.asarray(v_true, dtype=np.float64)
+    if V.shape[-1:] != v_true.shape:
+        raise ValueError(f"V must end in an axis of length {v_true.shape}, got shape {V.shape}")
+    err = V - v_true
+    if states is not None:
+        err = err[..., np.asarray(states)]
+    return np.sqrt(np.mean(err**2, axis=-1))
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction: Monte Carlo and TD(0), one run, through the gymnasium interface
+# --------------------------------------------------------------------------------------------
+
+def _sample_action(cum_probs_row: np.ndarray, rng: np.random.Generator) -> int:
+    return min(int(np.searchsorted(cum_probs_row, rng.random(), side="right")),
+               cum_probs_row.size - 1)
+
+
+def td0_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1.0,
+                   V0=None, seed: int | None = None) -> np.ndarray:
+    r"""TD(0) prediction of $v_\pi$: after every step,
+
+    $$V(S_t) \leftarrow V(S_t) + \alpha\,\big[R_{t+1} + \gamma V(S_{t+1}) - V(S_t)\big]$$
+
+    (no bootstrap when $S_{t+1}$ is terminal; bootstrap when the episode is only truncated).
+
+    | argument | shape |
+    | --- | --- |
+    | ``policy`` | (S, A) action probabilities, or (S,) integer actions |
+    | ``V0`` | (S,) initial estimates (default zeros) |
+    | returns ``V_history`` | (num_episodes + 1, S): row k is V after k episodes |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section TD(0) prediction.
+    """
+    S, A = _require_discrete_env(env)
+    policy = _require_policy(policy, S, A)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    alpha, gamma = _require_alpha(alpha), require_gamma(gamma)
+    V = _require_V0(V0, S)
+    rng = np.random.default_rng(_require_seed(seed))
+    cum = np.cumsum(policy, axis=1)
+    history = np.empty((num_episodes + 1, S))
+    history[0] = V
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        done = False
+        while not done:
+            a = _sample_action(cum[s], rng)
+            s2, r, terminated, truncated, _ = env.step(a)
+            target = td_target(r, V[s2], terminated, gamma)
+            V[s] = td_update(V[s], target, alpha)
+            s, done = s2, terminated or truncated
+        history[k + 1] = V
+    return history
+
+
+def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1.0,
+                  first_visit: bool = True, V0=None, seed: int | None = None) -> np.ndarray:
+    r"""Constant-alpha Monte Carlo prediction of $v_\pi$: after each episode, for
+    $t = T-1, \dots, 0$,
+
+    $$G_t = R_{t+1} + \gamma G_{t+1}, \qquad V(S_t) \leftarrow V(S_t) + \alpha\,\big[G_t - V(S_t)\big]$$
+
+    for every visit, or only for the first visit of $S_t$ in the episode (``first_visit=True``).
+    $G_T = 0$ when the episode terminated; when it was truncated, $G_T = V(S_T)$ completes the
+    cut-off return.
+
+    | argument | shape |
+    | --- | --- |
+    | ``policy`` | (S, A) action probabilities, or (S,) integer actions |
+    | ``V0`` | (S,) initial estimates (default zeros) |
+    | returns ``V_history`` | (num_episodes + 1, S): row k is V after k episodes |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Monte Carlo prediction.
+    """
+    S, A = _require_discrete_env(env)
+    policy = _require_policy(policy, S, A)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    alpha, gamma = _require_alpha(alpha), require_gamma(gamma)
+    if not isinstance(first_visit, (bool, np.bool_)):
+        raise ValueError(f"first_visit must be True or False, got {first_visit!r}")
+    V = _require_V0(V0, S)
+    rng = np.random.default_rng(_require_seed(seed))
+    cum = np.cumsum(policy, axis=1)
+    history = np.empty((num_episodes + 1, S))
+    history[0] = V
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        states, rewards = [], []
+        terminated = truncated = False
+        while not (terminated or truncated):
+            a = _sample_action(cum[s], rng)
+            s2, r, terminated, truncated, _ = env.step(a)
+            states.append(s)
+            rewards.append(r)
+            s = s2
+        G = 0.0 if terminated else V[s]
+        first = {}
+        for t, st in enumerate(states):
+            first.setdefault(st, t)
+        for t in reversed(range(len(states))):
+            G = rewards[t] + gamma * G
+            if not first_visit or first[states[t]] == t:
+                V[states[t]] = td_update(V[states[t]], G, alpha)
+        history[k + 1] = V
+    return history
+
+
+# --------------------------------------------------------------------------------------------
+# Control: SARSA, Q-learning, expected SARSA, one run, through the gymnasium interface
+# --------------------------------------------------------------------------------------------
+
+def _control_setup(env, num_episodes, alpha, epsilon, gamma, seed):
+    S, A = _require_discrete_env(env)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    alpha, epsilon = _require_alpha(alpha), _require_epsilon(epsilon)
+    gamma = require_gamma(gamma)
+    rng = np.random.default_rng(_require_seed(seed))
+    return np.zeros((S, A)), np.zeros(num_episodes), rng, num_episodes, alpha, epsilon, gamma
+
+
+def sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
+          seed: int | None = None):
+    r"""SARSA, on-policy TD control {cite}`rummery1994`: act epsilon-greedily and after every
+    step
+
+    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
+      + \gamma Q(S_{t+1}, A_{t+1}) - Q(S_t, A_t)\big]$$
+
+    with $A_{t+1}$ the action the epsilon-greedy policy then takes (no bootstrap from a
+    terminal state; bootstrap on truncation).
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``Q`` | (S, A), starts at zero |
+    | ``episode_returns`` | (num_episodes,): undiscounted sum of rewards of each episode as played |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section SARSA: on-policy TD control.
+    """
+    Q, episode_returns, rng, num_episodes, alpha, epsilon, gamma = _control_setup(
+        env, num_episodes, alpha, epsilon, gamma, seed)
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        a = epsilon_greedy(Q[s], epsilon, rng)
+        done = False
+        while not done:
+            s2, r, terminated, truncated, _ = env.step(a)
+            episode_returns[k] += r
+            a2 = epsilon_greedy(Q[s2], epsilon, rng)
+            target = sarsa_target(r, Q[s2], a2, terminated, gamma)
+            Q[s, a] = td_update(Q[s, a], target, alpha)
+            s, a, done = s2, a2, terminated or truncated
+    return Q, episode_returns
+
+
+def q_learning(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
+               seed: int | None = None):
+    r"""Q-learning, off-policy TD control {cite}`watkins1992`: act epsilon-greedily and after
+    every step
+
+    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
+      + \gamma \max_a Q(S_{t+1}, a) - Q(S_t, A_t)\big]$$
+
+    (no bootstrap from a terminal state; bootstrap on truncation).
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``Q`` | (S, A), starts at zero |
+    | ``episode_returns`` | (num_episodes,): undiscounted sum of rewards of each episode as played |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning: off-policy TD control.
+    """
+    Q, episode_returns, rng, num_episodes, alpha, epsilon, gamma = _control_setup(
+        env, num_episodes, alpha, epsilon, gamma, seed)
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        done = False
+        while not done:
+            a = epsilon_greedy(Q[s], epsilon, rng)
+            s2, r, terminated, truncated, _ = env.step(a)
+            episode_returns[k] += r
+            target = q_learning_target(r, Q[s2], terminated, gamma)
+            Q[s, a] = td_update(Q[s, a], target, alpha)
+            s, done = s2, terminated or truncated
+    return Q, episode_returns
+
+
+def expected_sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
+                   seed: int | None = None):
+    r"""Expected SARSA {cite}`vanseijen2009`: act epsilon-greedily and after every step
+
+    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
+      + \gamma \textstyle\sum_a \pi(a \mid S_{t+1}) Q(S_{t+1}, a) - Q(S_t, A_t)\big]$$
+
+    with $\pi$ the epsilon-greedy policy itself (no bootstrap from a terminal state; bootstrap on
+    truncation).
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``Q`` | (S, A), starts at zero |
+    | ``episode_returns`` | (num_episodes,): undiscounted sum of rewards of each episode as played |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Expected SARSA.
+    """
+    Q, episode_returns, rng, num_episodes, alpha, epsilon, gamma = _control_setup(
+        env, num_episodes, alpha, epsilon, gamma, seed)
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        done = False
+        while not done:
+            a = epsilon_greedy(Q[s], epsilon, rng)
+            s2, r, terminated, truncated, _ = env.step(a)
+            episode_returns[k] += r
+            target = expected_sarsa_target(r, Q[s2], terminated, gamma, epsilon)
+            Q[s, a] = td_update(Q[s, a], target, alpha)
+            s, done = s2, terminated or truncated
+    return Q, episode_returns
+
+
+# --------------------------------------------------------------------------------------------
+# Using what was learned: greedy paths, rollouts, exact finite-horizon returns
+# --------------------------------------------------------------------------------------------
+
+def greedy_path(env, Q, max_steps: int = 200, seed: int = 0):
+    """Follow the greedy policy of ``Q`` (ties: the first action) for one episode.
+
+    Returns ``(states, total_reward)``: the visited states from the start state on, and the
+    undiscounted sum of rewards. Stops at termination, truncation or after ``max_steps`` steps
+    (a greedy policy can loop forever). In a deterministic environment such as CliffWalking this
+    is *the* path of the greedy policy.
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``Q`` | (S, A) |
+    | ``states`` | list of ints, length (number of steps + 1) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Cliff walking.
+    """
+    S, A = _require_discrete_env(env)
+    Q = np.asarray(Q, dtype=np.float64)
+    if Q.shape != (S, A):
+        raise ValueError(f"Q must have shape ({S}, {A}), got {Q.shape}")
+    max_steps = require_int(max_steps, "max_steps", minimum=1)
+    policy = greedy_policy(Q)
+    s, _ = env.reset(seed=require_int(seed, "seed", minimum=0))
+    states, total = [int(s)], 0.0
+    for _ in range(max_steps):
+        s, r, terminated, truncated, _ = env.step(int(policy[s]))
+        states.append(int(s))
+        total += r
+        if terminated or truncated:
+            break
+    return states, total
+
+
+def evaluate_policy(env, policy, num_episodes: int, seed: int | None = None) -> np.ndarray:
+    """Play ``num_episodes`` episodes with a fixed policy and return their undiscounted returns.
+
+    For FrozenLake (reward 1 at the goal, 0 otherwise) the mean of the result is the success rate.
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``policy`` | (S,) integer actions, or (S, A) action probabilities |
+    | returns | (num_episodes,) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.
+    """
+    S, A = _require_discrete_env(env)
+    policy = _require_policy(policy, S, A)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    rng = np.random.default_rng(_require_seed(seed))
+    cum = np.cumsum(policy, axis=1)
+    returns = np.zeros(num_episodes)
+    s, _ = env.reset(seed=_first_reset_seed(rng))
+    for k in range(num_episodes):
+        if k > 0:
+            s, _ = env.reset()
+        done = False
+        while not done:
+            s, r, terminated, truncated, _ = env.step(_sample_action(cum[s], rng))
+            returns[k] += r
+            done = terminated or truncated
+    return returns
+
+
+# --------------------------------------------------------------------------------------------
+# Many runs at once: the toy-text model as arrays
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ToyTextModel:
+    """A toy-text environment's model ``env.unwrapped.P`` as padded arrays, for batched runs.
+
+    | field | shape |
+    | --- | --- |
+    | ``prob`` | (S, A, K): probability of outcome k (0 for padding) |
+    | ``next_state`` | (S, A, K) int |
+    | ``reward`` | (S, A, K) |
+    | ``terminated`` | (S, A, K) bool |
+    | ``start_probs`` | (S,) initial-state distribution |
+    | ``max_episode_steps`` | int or None (the environment's time limit) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+
+    prob: np.ndarray
+    next_state: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    start_probs: np.ndarray
+    max_episode_steps: int | None
+
+    @property
+    def num_states(self) -> int:
+        return self.prob.shape[0]
+
+    @property
+    def num_actions(self) -> int:
+        return self.prob.shape[1]
+
+    def sample_start(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n,) start states."""
+        cum = np.cumsum(self.start_probs)
+        s = np.searchsorted(cum, rng.random(n), side="right")
+        return np.minimum(s, self.num_states - 1)
+
+    def sample_step(self, s: np.ndarray, a: np.ndarray, rng: np.random.Generator):
+        """One step of n runs: ``(next_state, reward, terminated)``, each of shape (n,)."""
+        if self.prob.shape[2] == 1:
+            k = np.zeros(s.shape, dtype=np.intp)
+        else:
+            cum = np.cumsum(self.prob[s, a], axis=-1)
+            k = np.minimum((rng.random(s.shape)[:, None] >= cum).sum(-1), self.prob.shape[2] - 1)
+        return self.next_state[s, a, k], self.reward[s, a, k], self.terminated[s, a, k]
+
+
+def toy_text_model(env) -> ToyTextModel:
+    """Read ``env.unwrapped.P`` (toy-text format: ``P[s][a] = [(prob, next_state, reward,
+    terminated), ...]``) and the start distribution into a :class:`ToyTextModel`.
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+    S, A = _require_discrete_env(env)
+    base = env.unwrapped
+    P = getattr(base, "P", None)
+    if not isinstance(P, dict):
+        raise ValueError("env must be a toy-text environment with a model env.unwrapped.P")
+    K = max(len(P[s][a]) for s in range(S) for a in range(A))
+    prob = np.zeros((S, A, K))
+    next_state = np.zeros((S, A, K), dtype=np.intp)
+    reward = np.zeros((S, A, K))
+    terminated = np.zeros((S, A, K), dtype=bool)
+    for s in range(S):
+        for a in range(A):
+            for k, (p, s2, r, term) in enumerate(P[s][a]):
+                prob[s, a, k], next_state[s, a, k] = p, s2
+                reward[s, a, k], terminated[s, a, k] = r, term
+            next_state[s, a, len(P[s][a]):] = next_state[s, a, 0]
+    start = getattr(base, "initial_state_distrib", None)
+    if start is None:
+        start = np.zeros(S)
+        start[int(getattr(base, "start_state_index", 0))] = 1.0
+    spec = getattr(env, "spec", None)
+    max_steps = getattr(spec, "max_episode_steps", None) if spec is not None else None
+    return ToyTextModel(prob, next_state, reward, terminated,
+                        np.asarray(start, dtype=np.float64), max_steps)
+
+
+def expected_return(env, policy, horizon: int | None = None) -> float:
+    r"""The exact expected undiscounted return of ``policy`` from the start distribution within
+    ``horizon`` steps (default: the environment's time limit), by backward induction on the
+    toy-text model:
+
+    $$u_0 = 0, \qquad u_h(s) = \sum_a \pi(a \mid s) \sum_{s'} p(s', r \mid s, a)
+      \big[r + (1 - d)\,u_{h-1}(s')\big].$$
+
+    For FrozenLake this is the probability of reaching the goal before the time limit.
+
+    | argument | shape |
+    | --- | --- |
+    | ``policy`` | (S,) integer actions, or (S, A) action probabilities |
+    | returns | float |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.
+    """
+    model = toy_text_model(env)
+    policy = _require_policy(policy, model.num_states, model.num_actions)
+    if horizon is None:
+        horizon = model.max_episode_steps
+        if horizon is None:
+            raise ValueError("horizon must be given for an environment without a time limit")
+    horizon = require_int(horizon, "horizon", minimum=1)
+    u = np.zeros(model.num_states)
+    for _ in range(horizon):
+        q = (model.prob * (model.reward + (~model.terminated) * u[model.next_state])).sum(-1)
+        u = (policy * q).sum(-1)
+    return float(model.start_probs @ u)
+
+
+def _sample_actions(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of (n, A) probabilities."""
+    k = (rng.random(probs.shape[0])[:, None] >= np.cumsum(probs, axis=1)).sum(1)
+    return np.minimum(k, probs.shape[1] - 1)
+
+
+def _epsilon_greedy_batch(q: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Row-wise :func:`epsilon_greedy` for (n, A) action values."""
+    n, A = q.shape
+    is_max = q == q.max(axis=1, keepdims=True)
+    greedy = np.argmax(np.where(is_max, rng.random((n, A)), -1.0), axis=1)
+    explore = rng.random(n) < epsilon
+    return np.where(explore, rng.integers(A, size=n), greedy)
+
+
+def _batch_setup(env, policy, num_runs, num_episodes, alpha, gamma, V0, seed):
+    model = toy_text_model(env)
+    S, A = model.num_states, model.num_actions
+    policy = _require_policy(policy, S, A)
+    num_runs = require_int(num_runs, "num_runs", minimum=1)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    alpha, gamma = _require_alpha(alpha), require_gamma(gamma)
+    V = np.tile(_require_V0(V0, S), (num_runs, 1))
+    rng = np.random.default_rng(_require_seed(seed))
+    return model, policy, num_runs, num_episodes, alpha, gamma, V, rng
+
+
+def td0_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: float,
+                         gamma: float = 1.0, V0=None, seed: int | None = None) -> np.ndarray:
+    r""":func:`td0_prediction` for ``num_runs`` independent runs at once, simulated with numpy on
+    the toy-text model of ``env`` (the environment itself is not stepped).
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``policy`` | (S, A) or (S,) integer actions |
+    | ``V0`` | (S,) |
+    | returns ``V_history`` | (num_episodes + 1, num_runs, S) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+    model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
+        env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
+    rows = np.arange(N)
+    history = np.empty((num_episodes + 1, N, model.num_states))
+    history[0] = V
+    for k in progress(range(num_episodes), desc=f"TD(0) alpha={alpha}"):
+        s = model.sample_start(N, rng)
+        active = np.ones(N, dtype=bool)
+        t = 0
+        while active.any():
+            a = _sample_actions(policy[s], rng)
+            s2, r, terminated = model.sample_step(s, a, rng)
+            t += 1
+            target = td_target(r, V[rows, s2], terminated, gamma)
+            V[rows, s] = np.where(active, td_update(V[rows, s], target, alpha), V[rows, s])
+            truncated = model.max_episode_steps is not None and t >= model.max_episode_steps
+            active &= ~terminated & (not truncated)
+            s = s2
+        history[k + 1] = V
+    return history
+
+
+def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: float,
+                        gamma: float = 1.0, first_visit: bool = True, V0=None,
+                        seed: int | None = None) -> np.ndarray:
+    r""":func:`mc_prediction` for ``num_runs`` independent runs at once, simulated with numpy on
+    the toy-text model of ``env``.
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``policy`` | (S, A) or (S,) integer actions |
+    | ``V0`` | (S,) |
+    | returns ``V_history`` | (num_episodes + 1, num_runs, S) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+    model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
+        env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
+    if not isinstance(first_visit, (bool, np.bool_)):
+        raise ValueError(f"first_visit must be True or False, got {first_visit!r}")
+    rows = np.arange(N)
+    history = np.empty((num_episodes + 1, N, model.num_states))
+    history[0] = V
+    for k in progress(range(num_episodes), desc=f"MC alpha={alpha}"):
+        s = model.sample_start(N, rng)
+        active = np.ones(N, dtype=bool)
+        seen = np.zeros((N, model.num_states), dtype=bool)
+        tail = np.zeros(N)  # G_T: 0 after termination, V(S_T) after a truncation
+        states, rewards, inside, updates = [], [], [], []
+        t = 0
+        while active.any():
+            a = _sample_actions(policy[s], rng)
+            s2, r, terminated = model.sample_step(s, a, rng)
+            t += 1
+            first = ~seen[rows, s]
+            seen[rows, s] = True
+            states.append(s)
+            rewards.append(r)
+            inside.append(active.copy())
+            updates.append(active & (first | (not first_visit)))
+            truncated = model.max_episode_steps is not None and t >= model.max_episode_steps
+            if truncated:
+                tail = np.where(active & ~terminated, V[rows, s2], tail)
+            active &= ~terminated & (not truncated)
+            s = s2
+        # Backward in time, as in mc_prediction: G_t = R_{t+1} + gamma G_{t+1} inside each run's
+        # episode; steps after a run's episode ended leave G and V alone.
+        G = tail
+        for st, r, ins, upd in zip(states[::-1], rewards[::-1], inside[::-1], updates[::-1]):
+            G = np.where(ins, r + gamma * G, G)
+            V[rows, st] = np.where(upd, td_update(V[rows, st], G, alpha), V[rows, st])
+        history[k + 1] = V
+    return history
+
+
+def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: float,
+                     epsilon: float, gamma: float = 1.0, seed: int | None = None):
+    r""":func:`sarsa`, :func:`q_learning` or :func:`expected_sarsa` (``method``) for ``num_runs``
+    independent runs at once, simulated with numpy on the toy-text model of ``env``.
+
+    Each run plays its own episodes back to back (a run whose episode ends starts the next one at
+    once), so the runs need not stay in step; a run stops after ``num_episodes`` episodes.
+
+    | result | shape |
+    | --- | --- |
+    | ``Q`` | (num_runs, S, A) |
+    | ``episode_returns`` | (num_runs, num_episodes): undiscounted sum of rewards as played |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+    if method not in CONTROL_METHODS:
+        raise ValueError(f"method must be one of {CONTROL_METHODS}, got {method!r}")
+    model = toy_text_model(env)
+    N = require_int(num_runs, "num_runs", minimum=1)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    alpha, epsilon = _require_alpha(alpha), _require_epsilon(epsilon)
+    gamma = require_gamma(gamma)
+    rng = np.random.default_rng(_require_seed(seed))
+    rows = np.arange(N)
+    Q = np.zeros((N, model.num_states, model.num_actions))
+    episode_returns = np.zeros((N, num_episodes))
+    episode = np.zeros(N, dtype=np.intp)
+    G = np.zeros(N)
+    t = np.zeros(N, dtype=np.intp)
+    s = model.sample_start(N, rng)
+    a = _epsilon_greedy_batch(Q[rows, s], epsilon, rng)
+    bar = progress(total=N * num_episodes, desc=method)
+    while (episode < num_episodes).any():
+        active = episode < num_episodes
+        s2, r, terminated = model.sample_step(s, a, rng)
+        G += r
+        t += 1
+        q_next = Q[rows, s2]
+        if method == "sarsa":
+            a2 = _epsilon_greedy_batch(q_next, epsilon, rng)
+            target = sarsa_target(r, q_next, a2, terminated, gamma)
+        elif method == "q_learning":
+            target = q_learning_target(r, q_next, terminated, gamma)
+        else:
+            target = expected_sarsa_target(r, q_next, terminated, gamma, epsilon)
+        Q[rows, s, a] = np.where(active, td_update(Q[rows, s, a], target, alpha), Q[rows, s, a])
+        if method != "sarsa":  # choose the next action after the update, from the updated Q
+            a2 = _epsilon_greedy_batch(Q[rows, s2], epsilon, rng)
+        truncated = (model.max_episode_steps is not None) & (t >= (model.max_episode_steps or 0))
+        done = (terminated | truncated) & active
+        if done.any():
+            idx = np.flatnonzero(done)
+            episode_returns[idx, episode[idx]] = G[idx]
+            episode[idx] += 1
+            G[idx], t[idx] = 0.0, 0
+            s2 = s2.copy()
+            s2[idx] = model.sample_start(idx.size, rng)
+            a2[idx] = _epsilon_greedy_batch(Q[idx, s2[idx]], epsilon, rng)
+            bar.update(idx.size)
+        s, a = s2, a2
+    bar.close()
+    return Q, episode_returns
