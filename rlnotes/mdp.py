@@ -47,6 +47,7 @@ from rlnotes._validate import as_array, is_tensor, require_finite, require_int, 
 
 __all__ = [
     "PROB_ATOL",
+    "PROB_ATOL_LOW",
     "TIE_ATOL",
     "TabularMDP",
     "bellman_expectation_backup",
@@ -65,8 +66,10 @@ __all__ = [
 ]
 
 #: Absolute tolerance on probabilities: each row ``P[s, a, :]`` (and each row of a stochastic
-#: policy) must sum to 1 within this tolerance.
+#: policy) must sum to 1 within this tolerance; ``PROB_ATOL_LOW`` for float32 (or lower
+#: precision) input, whose rounding alone can exceed 1e-8.
 PROB_ATOL = 1e-8
+PROB_ATOL_LOW = 1e-5
 
 #: Actions whose Q value is within ``TIE_ATOL * max(1, |max_a Q[s, a]|)`` of the best are tied;
 #: greedy policies pick the lowest index among tied actions.
@@ -81,6 +84,14 @@ _EPS = np.finfo(np.float64).eps
 # ----------------------------------------------------------------------------------------------
 # Array kinds
 # ----------------------------------------------------------------------------------------------
+
+def _prob_atol(x) -> float:
+    """The tolerance on probability sums for the precision of ``x``."""
+    dtype = x.dtype
+    low = (torch.is_floating_point(x) and torch.finfo(dtype).bits < 64) if is_tensor(x) else \
+        (np.issubdtype(dtype, np.floating) and np.finfo(dtype).bits < 64)
+    return PROB_ATOL_LOW if low else PROB_ATOL
+
 
 def _to_numpy64(x) -> np.ndarray:
     if is_tensor(x):
@@ -142,7 +153,8 @@ class TabularMDP:
     ``P`` and ``R`` are numpy arrays or torch tensors (both the same kind; lists become numpy);
     the solvers return that kind. Checks, each a ``ValueError`` naming the argument: ``P`` must
     have shape (S, A, S) with S, A >= 1 and ``R`` shape (S, A); both finite; ``P >= 0``; each
-    row of ``P`` sums to 1 within ``PROB_ATOL`` = 1e-8 (absolute); ``gamma`` in [0, 1]; and
+    row of ``P`` sums to 1 within ``PROB_ATOL`` = 1e-8 (absolute; ``PROB_ATOL_LOW`` = 1e-5 for
+    float32 input); ``gamma`` in [0, 1]; and
     ``gamma = 1`` only if every state can reach the absorbing set (see :attr:`absorbing`), since
     otherwise returns need not be finite and the solvers would not converge.
 
@@ -178,10 +190,11 @@ class TabularMDP:
             raise ValueError(
                 f"P must hold probabilities >= 0, got P[{s}, {a}, {s2}] = {P64[s, a, s2]:.6g}")
         sums = P64.sum(axis=2)
-        if np.abs(sums - 1.0).max() > PROB_ATOL:
+        atol = _prob_atol(P)
+        if np.abs(sums - 1.0).max() > atol:
             s, a = np.unravel_index(int(np.argmax(np.abs(sums - 1.0))), sums.shape)
             raise ValueError(
-                f"each row P[s, a, :] must sum to 1 (within {PROB_ATOL:g}), "
+                f"each row P[s, a, :] must sum to 1 (within {atol:g}), "
                 f"got P[{s}, {a}, :].sum() = {sums[s, a]:.12g}")
 
         self.P, self.R, self.gamma = P, R, gamma
@@ -356,9 +369,10 @@ def _policy_in(mdp: TabularMDP, policy) -> np.ndarray:
     if not np.all(np.isfinite(pi)) or pi.min() < 0:
         raise ValueError("policy of shape (S, A) must hold probabilities >= 0")
     sums = pi.sum(axis=1)
-    if np.abs(sums - 1).max() > PROB_ATOL:
+    atol = _prob_atol(policy)
+    if np.abs(sums - 1).max() > atol:
         s = int(np.argmax(np.abs(sums - 1)))
-        raise ValueError(f"each row policy[s, :] must sum to 1 (within {PROB_ATOL:g}), "
+        raise ValueError(f"each row policy[s, :] must sum to 1 (within {atol:g}), "
                          f"got policy[{s}, :].sum() = {sums[s]:.12g}")
     return pi
 
