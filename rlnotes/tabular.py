@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.wrappers import TimeLimit
 
 from rlnotes._validate import require_gamma, require_in_range, require_int
 from rlnotes.progress import progress
@@ -62,6 +63,7 @@ __all__ = [
     "rms_error",
     "sarsa",
     "sarsa_target",
+    "sample_targets",
     "td0_prediction",
     "td0_prediction_batch",
     "td_control_batch",
@@ -670,10 +672,17 @@ def toy_text_model(env) -> ToyTextModel:
     if start is None:
         start = np.zeros(S)
         start[int(getattr(base, "start_state_index", 0))] = 1.0
-    spec = getattr(env, "spec", None)
-    max_steps = getattr(spec, "max_episode_steps", None) if spec is not None else None
     return ToyTextModel(prob, next_state, reward, terminated,
-                        np.asarray(start, dtype=np.float64), max_steps)
+                        np.asarray(start, dtype=np.float64), _time_limit(env))
+
+
+def _time_limit(env) -> int | None:
+    """The ``max_episode_steps`` of the first TimeLimit wrapper around ``env`` (None if none)."""
+    while env is not None:
+        if isinstance(env, TimeLimit):
+            return int(env._max_episode_steps)
+        env = getattr(env, "env", None)
+    return None
 
 
 def expected_return(env, policy, horizon: int | None = None) -> float:
@@ -732,6 +741,59 @@ def _batch_setup(env, policy, num_runs, num_episodes, alpha, gamma, V0, seed):
     V = np.tile(_require_V0(V0, S), (num_runs, 1))
     rng = np.random.default_rng(_require_seed(seed))
     return model, policy, num_runs, num_episodes, alpha, gamma, V, rng
+
+
+def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 1.0,
+                   seed: int | None = None):
+    r"""Sample the two targets of ``V(state)``: ``num_samples`` episodes start in ``state`` and
+    follow ``policy`` (simulated on the toy-text model of ``env``); each gives
+
+    - the Monte Carlo target $G_t = R_{t+1} + \gamma R_{t+2} + \dots$ (the whole return), and
+    - the TD target $R_{t+1} + \gamma\,(1 - d_{t+1})\,V(S_{t+1})$ (one step, then the current
+      estimate ``V``).
+
+    Their means minus $v_\pi(s)$ are the biases of the two targets, their variances the noise.
+    Episodes are cut after the environment's time limit, if it has one (the return is then
+    truncated).
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``policy`` | (S, A) or (S,) integer actions |
+    | ``V`` | (S,) the current estimates |
+    | returns ``(mc_targets, td_targets)`` | ((num_samples,), (num_samples,)) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Bias and variance of the two targets.
+    """
+    model = toy_text_model(env)
+    S, A = model.num_states, model.num_actions
+    policy = _require_policy(policy, S, A)
+    V = np.asarray(V, dtype=np.float64)
+    if V.shape != (S,):
+        raise ValueError(f"V must have shape ({S},), got {V.shape}")
+    state = require_int(state, "state", minimum=0)
+    if state >= S:
+        raise ValueError(f"state must be in [0, {S}), got {state}")
+    N = require_int(num_samples, "num_samples", minimum=1)
+    gamma = require_gamma(gamma)
+    rng = np.random.default_rng(_require_seed(seed))
+    s = np.full(N, state)
+    G, discount = np.zeros(N), np.ones(N)
+    active = np.ones(N, dtype=bool)
+    td = None
+    t = 0
+    while active.any():
+        a = _sample_actions(policy[s], rng)
+        s2, r, terminated = model.sample_step(s, a, rng)
+        if td is None:
+            td = td_target(r, V[s2], terminated, gamma)
+        G += np.where(active, discount * r, 0.0)
+        discount *= gamma
+        t += 1
+        active &= ~terminated
+        if model.max_episode_steps is not None and t >= model.max_episode_steps:
+            break
+        s = s2
+    return G, td
 
 
 def td0_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: float,
