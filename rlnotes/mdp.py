@@ -792,10 +792,12 @@ def _value_iteration_episodic(mdp: TabularMDP, tol: float) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 def random_mdp(num_states: int, num_actions: int, gamma: float = 0.9, *, seed: int = 0,
-               terminal_prob: float = 0.0, torch_tensors: bool = False) -> TabularMDP:
+               terminal_prob: float = 0.0, concentration: float = 1.0,
+               torch_tensors: bool = False) -> TabularMDP:
     r"""A random MDP for tests and exercise checks.
 
-    Rows of ``P`` are Dirichlet(1) draws over the states, rewards are standard normal. With
+    Rows of ``P`` are Dirichlet(``concentration``) draws over the states (small concentrations
+    give nearly deterministic transitions), rewards are standard normal. With
     ``terminal_prob > 0`` the last state is terminal (absorbing, zero reward) and every other
     (s, a) enters it with probability at least ``terminal_prob``, so the problem is episodic
     (and ``gamma = 1`` is allowed).
@@ -810,8 +812,12 @@ def random_mdp(num_states: int, num_actions: int, gamma: float = 0.9, *, seed: i
         raise ValueError(f"terminal_prob must be in [0, 1], got {terminal_prob}")
     if terminal_prob > 0 and S < 2:
         raise ValueError("num_states must be >= 2 when terminal_prob > 0")
+    concentration = require_real(concentration, "concentration")
+    if concentration <= 0:
+        raise ValueError(f"concentration must be > 0, got {concentration}")
     rng = np.random.default_rng(seed)
-    P = rng.dirichlet(np.ones(S), size=(S, A))
+    P = rng.dirichlet(np.full(S, concentration), size=(S, A))
+    P /= P.sum(axis=2, keepdims=True)
     R = rng.standard_normal((S, A))
     if terminal_prob > 0:
         P = (1 - terminal_prob) * P

@@ -9,3 +9,4 @@ from rlnotes.exercises.core import CHECKS, ExerciseFailed, check, expect, expect
 __all__ = ["CHECKS", "ExerciseFailed", "check", "expect", "expect_close"]
 # Chapter check modules (each adds its line):
 from rlnotes.exercises.td import check_q_learning_update, check_sarsa_update, check_td0_update  # noqa: E402,F401
+from rlnotes.exercises.mdp import check_policy_evaluation, check_q_values, check_value_iteration  # noqa: E402,F401
