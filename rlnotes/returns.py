@@ -9,8 +9,9 @@ Both quantities are backward recursions of one shape,
     y_t = x_t + c_t * y_{t+1},    y_T = 0,
 
 with ``x_t = r_t, c_t = gamma (1 - done_t)`` for the return and ``x_t = delta_t,
-c_t = gamma lam (1 - done_t)`` for the advantage. :func:`reverse_scan` solves it once for both
-array libraries, vectorised over the environments (no Python loop over N).
+c_t = gamma lam (1 - done_t)`` for the advantage. The recursion is solved once, by
+:func:`reverse_scan`, for both array libraries, vectorised over the environments (no Python loop
+over N).
 """
 
 from __future__ import annotations
@@ -83,10 +84,20 @@ def _sequential_scan(x, c):
 
 
 def reverse_scan(x, c):
-    """Solve the backward linear recursion ``y_t = x_t + c_t y_{t+1}``, ``y_T = 0``, along axis 0.
+    r"""Solve the backward linear recursion along axis 0 (time):
 
-    ``x`` and ``c`` have equal shapes (T, ...) and are both numpy arrays or both torch tensors;
-    the result has the same shape, kind, dtype and device.
+    .. math::  y_t = x_t + c_t\, y_{t+1}, \qquad y_T = 0 .
+
+    ========  ==============  ======================================================
+    argument  shape           meaning
+    ========  ==============  ======================================================
+    x         (T, ...)        the inputs (a reward, or a TD error delta_t); float
+    c         x's shape       the factors (``gamma (1 - d_t)``, or ``gamma lam (1 - d_t)``)
+    returns   x's shape       y, of x's kind (numpy or torch), dtype and device
+    ========  ==============  ======================================================
+
+    Both numpy arrays or both torch tensors (c is cast to x's dtype); lists become float64
+    arrays. Every trailing axis (the N environments) is processed at once.
 
     The recursion is sequential in t, but T Python steps are slow when each step is small. The
     time axis is therefore cut into K chunks of L ~ sqrt(T) steps: (1) the recursion runs inside
@@ -96,7 +107,26 @@ def reverse_scan(x, c):
     ``c`` that lie between, ``y_t = y^local_t + (prod_{j=t}^{end} c_j) y_{start of next chunk}``.
     That is about 2 sqrt(T) Python steps instead of T, with no division (so zeros in ``c``, the
     episode ends, are exact). Used by :func:`discounted_returns` and :func:`gae`.
+
+    Defined in: Actor-critic and GAE, section Computing GAE for many environments at once.
     """
+    x, c = as_array(x, "x"), as_array(c, "c")
+    if is_tensor(x) != is_tensor(c):
+        raise ValueError(f"c must be of x's kind ({type(x).__name__}), got {type(c).__name__}")
+    for v, name in ((x, "x"), (c, "c")):
+        floating = torch.is_floating_point(v) if is_tensor(v) else np.issubdtype(v.dtype, np.floating)
+        if not floating:
+            raise ValueError(f"{name} must be floating-point, got dtype {v.dtype}")
+        require_ndim(v, name, tuple(range(1, 9)))
+        require_finite(v, name)
+    require_same_shape(c, "c", x, "x")
+    if is_tensor(x) and c.device != x.device:
+        raise ValueError(f"c must be on x's device {x.device}, got {c.device}")
+    return _reverse_scan(x, c.to(x.dtype) if is_tensor(x) else c.astype(x.dtype, copy=False))
+
+
+def _reverse_scan(x, c):
+    """:func:`reverse_scan` without input checks."""
     xp = _ops(x)
     T = x.shape[0]
     if T <= 1:
@@ -208,7 +238,7 @@ def discounted_returns(rewards, gamma, dones=None):
     rewards = _float_rewards(rewards)
     gamma = require_gamma(gamma)
     not_done = _continue_flags(dones, rewards)
-    return reverse_scan(rewards, gamma * not_done)
+    return _reverse_scan(rewards, gamma * not_done)
 
 
 def gae(rewards, values, dones, last_value, gamma, lam):
@@ -269,5 +299,5 @@ def gae(rewards, values, dones, last_value, gamma, lam):
     last = last_value + xp.zeros(rewards.shape[1:], rewards)  # () -> (N,) when N environments
     next_values = xp.cat([values[1:], last[None]])  # V(s_{t+1})
     delta = rewards + gamma * not_done * next_values - values
-    adv = reverse_scan(delta, (gamma * lam) * not_done)
+    adv = _reverse_scan(delta, (gamma * lam) * not_done)
     return adv, adv + values

@@ -187,3 +187,15 @@ def test_sequence_logprob_bad_input(args, name):
 def test_implicit_reward_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
         dpo_implicit_reward(*args, **kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    args = logps(seed=9, dtype=torch.float32)
+    loss_c = dpo_loss(*(x.cuda() for x in args), beta=0.2)
+    assert loss_c.device.type == "cuda"
+    torch.testing.assert_close(loss_c.cpu(), dpo_loss(*args, beta=0.2))
+    tok, mask = -torch.rand(2, 3), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    torch.testing.assert_close(sequence_logprob(tok.cuda(), mask.cuda()).cpu(), sequence_logprob(tok, mask))
+    with pytest.raises(ValueError, match="ref_chosen_logps"):
+        dpo_loss(args[0].cuda(), args[1].cuda(), args[2], args[3].cuda())

@@ -382,3 +382,21 @@ def test_grpo_loss_nonfinite_where_selected():
     kwargs["logp"][0, 0] = float("nan")  # a selected token
     with pytest.raises(ValueError, match="logp"):
         grpo_loss(**kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_cuda_matches_cpu(loss_type):
+    logp, old, ref, adv, mask = batch(seed=13, dtype=torch.float32)
+    kw = dict(beta=0.05, eps_high=0.28, loss_type=loss_type)
+    loss, grad = loss_and_grad(logp, old, ref, adv, mask, **kw)
+    loss_c, grad_c = loss_and_grad(logp.cuda(), old.cuda(), ref.cuda(), adv.cuda(), mask.cuda(), **kw)
+    assert loss_c.device.type == "cuda" and grad_c.device.type == "cuda"
+    torch.testing.assert_close(loss_c.cpu(), loss, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad_c.cpu(), grad, rtol=1e-5, atol=1e-7)
+    r = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0], device="cuda")
+    assert group_advantages(r, 3).device.type == "cuda"
+    assert dynamic_sampling_mask(r, 3).device.type == "cuda"
+    assert overlong_penalty(torch.tensor([3, 9], device="cuda"), 8, 2).device.type == "cuda"
+    with pytest.raises(ValueError, match="mask"):
+        grpo_loss(logp.cuda(), old.cuda(), ref.cuda(), adv.cuda(), mask, **kw)

@@ -202,3 +202,15 @@ def test_estimators_bad_input(name, args, arg):
 def test_kl_categorical_bad_input(args, arg):
     with pytest.raises(ValueError, match=arg):
         kl_categorical(*args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_in_cuda_out():
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    torch.testing.assert_close(kl_categorical(a.cuda(), b.cuda()).cpu(), kl_categorical(a, b))
+    for f in ESTIMATORS.values():
+        out = f(a.cuda(), b.cuda())
+        assert out.device.type == "cuda"
+        torch.testing.assert_close(out.cpu(), f(a, b))
+    with pytest.raises(ValueError, match="ref_logp"):
+        kl_k3(a.cuda(), b)

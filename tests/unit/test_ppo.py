@@ -138,3 +138,16 @@ Z = torch.zeros(2, 3)
 def test_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
         ppo_clip_loss(*args, **kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    g = torch.Generator().manual_seed(4)
+    logp, old, adv = (torch.randn(5, 7, generator=g) for _ in range(3))
+    mask = torch.rand(5, 7, generator=g) > 0.3
+    loss = ppo_clip_loss(logp, old, adv, mask=mask)
+    loss_c = ppo_clip_loss(logp.cuda(), old.cuda(), adv.cuda(), mask=mask.cuda())
+    assert loss_c.device.type == "cuda"
+    torch.testing.assert_close(loss_c.cpu(), loss)
+    with pytest.raises(ValueError, match="old_logp"):
+        ppo_clip_loss(logp.cuda(), old, adv.cuda())

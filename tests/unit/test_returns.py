@@ -255,3 +255,34 @@ def test_benchmark_comparison_small():
     adv, ret = gae(rewards, values, dones, last_value, 0.97, 0.9)
     np.testing.assert_allclose(adv, adv_loop, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ret, ret_loop, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        ((np.ones((3, 2)), np.ones((3, 3))), "c"),
+        ((np.ones((3, 2)), torch.ones(3, 2)), "c"),
+        ((np.ones((3, 2), dtype=int), np.ones((3, 2))), "x"),
+        ((np.array(1.0), np.array(1.0)), "x"),
+        ((np.ones(3), np.array([1.0, np.nan, 1.0])), "c"),
+        (("x", np.ones(3)), "x"),
+    ],
+)
+def test_reverse_scan_bad_input(args, name):
+    with pytest.raises(ValueError, match=name):
+        reverse_scan(*args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_in_cuda_out():
+    rewards, values, dones, last_value = random_batch(300, 16, seed=13, dtype=np.float32)
+    cpu = gae(*to_torch(rewards, values, dones, last_value), 0.99, 0.95)
+    cuda = gae(*(x.cuda() for x in to_torch(rewards, values, dones, last_value)), 0.99, 0.95)
+    for a, b in zip(cpu, cuda):
+        assert b.device.type == "cuda" and b.dtype == torch.float32
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-5, atol=1e-5)
+    G = discounted_returns(torch.from_numpy(rewards).cuda(), 0.9, torch.from_numpy(dones).cuda().bool())
+    assert G.device.type == "cuda"
+    with pytest.raises(ValueError, match="values"):
+        gae(torch.from_numpy(rewards).cuda(), torch.from_numpy(values), torch.from_numpy(dones).cuda(),
+            torch.from_numpy(last_value).cuda(), 0.99, 0.95)

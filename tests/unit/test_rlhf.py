@@ -101,3 +101,13 @@ def test_bad_input(args, kwargs, name):
 def test_prob_bad_input():
     with pytest.raises(ValueError, match="r_rejected"):
         bradley_terry_prob(Z, torch.zeros(2))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    rc, rr = rewards(dtype=torch.float32)
+    loss_c = bradley_terry_loss(rc.cuda(), rr.cuda(), margin=0.1)
+    assert loss_c.device.type == "cuda"
+    torch.testing.assert_close(loss_c.cpu(), bradley_terry_loss(rc, rr, margin=0.1))
+    with pytest.raises(ValueError, match="r_rejected"):
+        bradley_terry_loss(rc.cuda(), rr)
