@@ -8,10 +8,11 @@ Both quantities are backward recursions of one shape,
 
     y_t = x_t + c_t * y_{t+1},    y_T = 0,
 
-with ``x_t = r_t, c_t = gamma (1 - done_t)`` for the return and ``x_t = delta_t,
-c_t = gamma lam (1 - done_t)`` for the advantage. The recursion is solved once, by
-:func:`reverse_scan`, for both array libraries, vectorised over the environments (no Python loop
-over N).
+with ``x_t = r_{t+1}, c_t = gamma (1 - d_t)`` for the return and ``x_t = delta_t,
+c_t = gamma lam (1 - d_t)`` for the advantage. As in the book's notation, ``rewards[t]`` holds
+``r_{t+1}``, the reward that follows the action taken at step t, and ``dones[t]`` holds ``d_t``.
+The recursion is solved once, by :func:`reverse_scan`, for both array libraries, vectorised over
+the environments (no Python loop over N).
 """
 
 from __future__ import annotations
@@ -213,15 +214,16 @@ def discounted_returns(rewards, gamma, dones=None):
 
     .. math::
 
-        G_t = r_t + \gamma (1 - d_t) G_{t+1}, \qquad G_T = 0,
+        G_t = r_{t+1} + \gamma (1 - d_t) G_{t+1}, \qquad G_T = 0,
 
-    so ``G_t = sum_k gamma^k r_{t+k}`` up to the end of the episode that contains t, and nothing
+    so ``G_t = sum_k gamma^k r_{t+k+1}`` up to the end of the episode that contains t, and nothing
     after the last step of the array (no bootstrap; use :func:`gae` for a bootstrapped target).
 
     ==========  =========================  ==================================================
     argument    shape                      meaning
     ==========  =========================  ==================================================
-    rewards     (T,) or (T, N)             ``r_t``; numpy array or torch tensor (a list
+    rewards     (T,) or (T, N)             ``rewards[t] = r_{t+1}``, the reward of the action
+                                           at step t; numpy array or torch tensor (a list
                                            becomes a float64 numpy array)
     gamma       float in [0, 1]            discount factor
     dones       None or rewards' shape     ``d_t = 1`` (or True) when the transition at t
@@ -246,7 +248,7 @@ def gae(rewards, values, dones, last_value, gamma, lam):
 
     .. math::
 
-        \delta_t = r_t + \gamma (1 - d_t) V(s_{t+1}) - V(s_t), \qquad
+        \delta_t = r_{t+1} + \gamma (1 - d_t) V(s_{t+1}) - V(s_t), \qquad
         A_t = \delta_t + \gamma \lambda (1 - d_t) A_{t+1}, \quad A_T = 0,
 
     with ``V(s_T) = last_value``, and the critic's regression target ``returns = A_t + V(s_t)``
@@ -257,7 +259,7 @@ def gae(rewards, values, dones, last_value, gamma, lam):
     ==========  =========================  ==================================================
     argument    shape                      meaning
     ==========  =========================  ==================================================
-    rewards     (T,) or (T, N)             ``r_t``; numpy array or torch tensor
+    rewards     (T,) or (T, N)             ``rewards[t] = r_{t+1}``; numpy array or tensor
     values      rewards' shape             ``values[t] = V(s_t)``, same kind as rewards
     dones       None or rewards' shape     ``d_t = 1`` (or True) when the transition at t
                                            ended the episode: no bootstrap from t+1 and no
@@ -271,8 +273,10 @@ def gae(rewards, values, dones, last_value, gamma, lam):
     ==========  =========================  ==================================================
 
     ``values[t+1]`` after a done is the first state of a new episode and is never used for t.
-    A time-limit truncation is not a termination: leave its done flag at 0 and pass the value
-    of the state it stopped in (or add ``gamma V(s_trunc)`` to the reward and set the flag).
+    A time-limit truncation is not a termination: at the end of the array leave its flag at 0
+    and pass the value of the state it stopped in as ``last_value``; inside the array (vector
+    environments reset automatically) set the flag to 1 and add ``gamma V(s_trunc)`` to that
+    step's reward.
     values and last_value are cast to rewards' dtype (integer rewards are promoted as in
     :func:`discounted_returns`). With torch inputs the result is differentiable with respect to
     ``values`` and ``last_value``.
