@@ -92,9 +92,15 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-4):
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
     eps = require_in_range(eps, "eps", 0.0, float("inf"))
     if scale == "group" and group_size < 2:
-        raise ValueError(f"group_size must be >= 2 with scale='group' (the std of one reward is undefined), got {group_size}")
+        raise ValueError(
+            f"group_size must be >= 2 with scale='group' (the std of one reward is undefined), "
+            f"got {group_size}"
+        )
     if scale == "batch" and grouped.numel() < 2:
-        raise ValueError("rewards must hold at least 2 values with scale='batch' (the std of one reward is undefined)")
+        raise ValueError(
+            "rewards must hold at least 2 values with scale='batch' (the std of one reward is "
+            "undefined)"
+        )
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     if scale == "group":
         centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
@@ -240,7 +246,9 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     old_logp = logp.detach() if old_logp is None else _check_like(old_logp, "old_logp", logp, "logp")
     require_float_tensor(advantages, "advantages")
     if tuple(advantages.shape) != (B,):
-        raise ValueError(f"advantages must have shape ({B},) (one per row of logp), got {tuple(advantages.shape)}")
+        raise ValueError(
+            f"advantages must have shape ({B},) (one per row of logp), got {tuple(advantages.shape)}"
+        )
     if advantages.device != logp.device:
         raise ValueError(f"advantages must be on logp's device {logp.device}, got {advantages.device}")
     adv = advantages.detach().to(logp.dtype)
@@ -263,7 +271,10 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     tokens_per_row = mask.sum(dim=1)
     if loss_type == "grpo" and bool((tokens_per_row == 0).any()):
         rows = torch.nonzero(tokens_per_row == 0).flatten().tolist()
-        raise ValueError(f"mask must select at least one token in every row with loss_type='grpo', rows {rows} are empty")
+        raise ValueError(
+            f"mask must select at least one token in every row with loss_type='grpo', "
+            f"rows {rows} are empty"
+        )
     if loss_type in ("dapo", "bnpo") and not bool(mask.any()):
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 

@@ -45,7 +45,8 @@ def _float_pair(logp, ref_logp, name_p="logp", name_q="ref_logp", *, finite=True
         xp = torch if is_tensor(x) else np
         bad = xp.isnan(x).any() if not finite else ~xp.isfinite(x).all()
         if bool(bad):
-            raise ValueError(f"{name} must contain only finite values" if finite else f"{name} must not contain NaN")
+            want = "contain only finite values" if finite else "not contain NaN"
+            raise ValueError(f"{name} must {want}")
     return p, q
 
 
@@ -163,7 +164,9 @@ def kl_categorical(logits_p, logits_q):
     for x, name in ((p_logits, "logits_p"), (q_logits, "logits_q")):
         xp = torch if is_tensor(x) else np
         if x.ndim < 1 or x.shape[-1] < 1:
-            raise ValueError(f"{name} must have a last axis of K >= 1 categories, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have a last axis of K >= 1 categories, got shape {tuple(x.shape)}"
+            )
         if bool((x == float("inf")).any()):
             raise ValueError(f"{name} must not contain +inf")
         if not bool(xp.isfinite(x).any(-1).all()):

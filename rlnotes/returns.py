@@ -179,7 +179,9 @@ def _like(x, name: str, ref, ref_name: str = "rewards"):
     """``x`` (same array kind as ``ref``, or a Python number or list) in ``ref``'s dtype/device."""
     if isinstance(x, (numbers.Number, list, tuple)) and not isinstance(x, bool):
         x = np.asarray(x, dtype=np.float64)
-        return torch.as_tensor(x, dtype=ref.dtype, device=ref.device) if is_tensor(ref) else x.astype(ref.dtype)
+        if is_tensor(ref):
+            return torch.as_tensor(x, dtype=ref.dtype, device=ref.device)
+        return x.astype(ref.dtype)
     if is_tensor(ref):
         if not is_tensor(x):
             raise ValueError(f"{name} must be a torch.Tensor like {ref_name}, got {type(x).__name__}")
@@ -190,7 +192,8 @@ def _like(x, name: str, ref, ref_name: str = "rewards"):
         return x.to(ref.dtype)
     if not isinstance(x, np.ndarray):
         raise ValueError(f"{name} must be a numpy array like {ref_name}, got {type(x).__name__}")
-    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_) or np.issubdtype(x.dtype, np.complexfloating):
+    real = np.issubdtype(x.dtype, np.number) and not np.issubdtype(x.dtype, np.complexfloating)
+    if not (real or x.dtype == np.bool_):
         raise ValueError(f"{name} must hold real numbers, got dtype {x.dtype}")
     return x.astype(ref.dtype, copy=False)
 
@@ -202,7 +205,9 @@ def _continue_flags(dones, rewards):
     if isinstance(dones, (list, tuple)):
         dones = np.asarray(dones)
     if not isinstance(dones, (np.ndarray, torch.Tensor)):
-        raise ValueError(f"dones must be a numpy array or torch tensor of 0/1 or bool, got {type(dones).__name__}")
+        raise ValueError(
+            f"dones must be a numpy array or torch tensor of 0/1 or bool, got {type(dones).__name__}"
+        )
     require_same_shape(dones, "dones", rewards, "rewards")
     require_binary(dones, "dones")
     dones = _like(dones, "dones", rewards)

@@ -19,7 +19,9 @@ def _check_rewards(r_chosen, r_rejected):
         raise ValueError(f"r_chosen must hold at least one pair, got shape {tuple(r_chosen.shape)}")
     require_same_shape(r_rejected, "r_rejected", r_chosen, "r_chosen")
     if r_rejected.device != r_chosen.device:
-        raise ValueError(f"r_rejected must be on r_chosen's device {r_chosen.device}, got {r_rejected.device}")
+        raise ValueError(
+            f"r_rejected must be on r_chosen's device {r_chosen.device}, got {r_rejected.device}"
+        )
     for x, name in ((r_chosen, "r_chosen"), (r_rejected, "r_rejected")):
         if not bool(torch.isfinite(x).all()):
             raise ValueError(f"{name} must contain only finite values")
@@ -83,7 +85,9 @@ def bradley_terry_loss(r_chosen, r_rejected, margin=None):
             require_float_tensor(margin, "margin")
             require_same_shape(margin, "margin", r_chosen, "r_chosen")
             if margin.device != r_chosen.device:
-                raise ValueError(f"margin must be on r_chosen's device {r_chosen.device}, got {margin.device}")
+                raise ValueError(
+                    f"margin must be on r_chosen's device {r_chosen.device}, got {margin.device}"
+                )
             if not bool(torch.isfinite(margin).all()):
                 raise ValueError("margin must contain only finite values")
             diff = diff - margin.detach().to(r_chosen.dtype)
