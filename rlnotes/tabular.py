@@ -8,11 +8,11 @@ and the methods differ only in the target (book notation, ``book/notation.md``):
 
 | method | estimate | target |
 | --- | --- | --- |
-| Monte Carlo prediction | V(S_t) | G_t, the sampled return |
-| TD(0) prediction | V(S_t) | R_{t+1} + gamma V(S_{t+1}) |
-| SARSA | Q(S_t, A_t) | R_{t+1} + gamma Q(S_{t+1}, A_{t+1}) |
-| Q-learning | Q(S_t, A_t) | R_{t+1} + gamma max_a Q(S_{t+1}, a) |
-| expected SARSA | Q(S_t, A_t) | R_{t+1} + gamma sum_a pi(a given S_{t+1}) Q(S_{t+1}, a) |
+| Monte Carlo prediction | V(s_t) | G_t, the sampled return |
+| TD(0) prediction | V(s_t) | r_{t+1} + gamma V(s_{t+1}) |
+| SARSA | Q(s_t, a_t) | r_{t+1} + gamma Q(s_{t+1}, a_{t+1}) |
+| Q-learning | Q(s_t, a_t) | r_{t+1} + gamma max_a Q(s_{t+1}, a) |
+| expected SARSA | Q(s_t, a_t) | r_{t+1} + gamma sum_a pi(a given s_{t+1}) Q(s_{t+1}, a) |
 
 Conventions shared by every function:
 
@@ -20,7 +20,7 @@ Conventions shared by every function:
 - Episodes end when the environment reports ``terminated`` or ``truncated``. On ``terminated``
   the target has no bootstrap term (the value of a terminal state is 0). On ``truncated`` alone
   (a time limit, which is not part of the MDP) the target *does* bootstrap from the next state,
-  and Monte Carlo completes the cut-off return with ``V(S_T)``.
+  and Monte Carlo completes the cut-off return with ``V(s_T)``.
 - The behaviour policy of the control methods is epsilon-greedy: with probability epsilon a
   uniformly random action, otherwise a greedy action, ties broken uniformly at random.
 - Randomness comes from ``numpy.random.default_rng(seed)`` only: it draws the actions and the seed
@@ -204,9 +204,9 @@ def greedy_policy(Q) -> np.ndarray:
 
 
 def td_target(reward, next_value, terminated, gamma: float):
-    r"""The one-step bootstrapped target $R_{t+1} + \gamma\,(1 - d_{t+1})\,\hat v(S_{t+1})$.
+    r"""The one-step bootstrapped target $r_{t+1} + \gamma\,(1 - d_{t+1})\,\hat v(s_{t+1})$.
 
-    ``terminated`` is the done mask $d_{t+1}$: 1 (True) when $S_{t+1}$ is terminal, whose value
+    ``terminated`` is the done mask $d_{t+1}$: 1 (True) when $s_{t+1}$ is terminal, whose value
     is 0, so there is nothing to bootstrap from. A time-limit truncation is *not* termination:
     pass ``terminated=False`` then. Scalars or arrays of one shape.
 
@@ -236,13 +236,13 @@ def td_update(estimate, target, alpha: float):
 
 
 def sarsa_target(reward, q_next, a_next, terminated, gamma: float):
-    r"""SARSA's target $R_{t+1} + \gamma\,(1 - d_{t+1})\,Q(S_{t+1}, A_{t+1})$, with $A_{t+1}$ the
+    r"""SARSA's target $r_{t+1} + \gamma\,(1 - d_{t+1})\,Q(s_{t+1}, a_{t+1})$, with $a_{t+1}$ the
     action the behaviour policy takes next.
 
     | argument | shape |
     | --- | --- |
     | ``reward``, ``terminated`` | () or (N,) |
-    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | ``q_next`` | (A,) or (N, A): Q(s_{t+1}, .) |
     | ``a_next`` | () or (N,) int |
     | returns | () or (N,) |
 
@@ -255,12 +255,12 @@ def sarsa_target(reward, q_next, a_next, terminated, gamma: float):
 
 
 def q_learning_target(reward, q_next, terminated, gamma: float):
-    r"""Q-learning's target $R_{t+1} + \gamma\,(1 - d_{t+1})\max_a Q(S_{t+1}, a)$.
+    r"""Q-learning's target $r_{t+1} + \gamma\,(1 - d_{t+1})\max_a Q(s_{t+1}, a)$.
 
     | argument | shape |
     | --- | --- |
     | ``reward``, ``terminated`` | () or (N,) |
-    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | ``q_next`` | (A,) or (N, A): Q(s_{t+1}, .) |
     | returns | () or (N,) |
 
     Defined in: Learning without a model: Monte Carlo and TD, section Q-learning: off-policy TD control.
@@ -270,13 +270,13 @@ def q_learning_target(reward, q_next, terminated, gamma: float):
 
 
 def expected_sarsa_target(reward, q_next, terminated, gamma: float, epsilon: float):
-    r"""Expected SARSA's target $R_{t+1} + \gamma\,(1 - d_{t+1})\sum_a \pi(a \mid S_{t+1})\,
-    Q(S_{t+1}, a)$ with $\pi$ the epsilon-greedy policy of :func:`epsilon_greedy_probs`.
+    r"""Expected SARSA's target $r_{t+1} + \gamma\,(1 - d_{t+1})\sum_a \pi(a \mid s_{t+1})\,
+    Q(s_{t+1}, a)$ with $\pi$ the epsilon-greedy policy of :func:`epsilon_greedy_probs`.
 
     | argument | shape |
     | --- | --- |
     | ``reward``, ``terminated`` | () or (N,) |
-    | ``q_next`` | (A,) or (N, A): Q(S_{t+1}, .) |
+    | ``q_next`` | (A,) or (N, A): Q(s_{t+1}, .) |
     | returns | () or (N,) |
 
     Defined in: Learning without a model: Monte Carlo and TD, section Expected SARSA.
@@ -320,11 +320,11 @@ def _sample_action(cum_probs_row: np.ndarray, rng: np.random.Generator) -> int:
 
 def td0_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1.0,
                    V0=None, seed: int | None = None) -> np.ndarray:
-    r"""TD(0) prediction of $v_\pi$: after every step,
+    r"""TD(0) prediction of $V^\pi$: after every step,
 
-    $$V(S_t) \leftarrow V(S_t) + \alpha\,\big[R_{t+1} + \gamma V(S_{t+1}) - V(S_t)\big]$$
+    $$V(s_t) \leftarrow V(s_t) + \alpha\,\big[r_{t+1} + \gamma V(s_{t+1}) - V(s_t)\big]$$
 
-    (no bootstrap when $S_{t+1}$ is terminal; bootstrap when the episode is only truncated).
+    (no bootstrap when $s_{t+1}$ is terminal; bootstrap when the episode is only truncated).
 
     | argument | shape |
     | --- | --- |
@@ -360,13 +360,13 @@ def td0_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 
 
 def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1.0,
                   first_visit: bool = True, V0=None, seed: int | None = None) -> np.ndarray:
-    r"""Constant-alpha Monte Carlo prediction of $v_\pi$: after each episode, for
+    r"""Constant-alpha Monte Carlo prediction of $V^\pi$: after each episode, for
     $t = T-1, \dots, 0$,
 
-    $$G_t = R_{t+1} + \gamma G_{t+1}, \qquad V(S_t) \leftarrow V(S_t) + \alpha\,\big[G_t - V(S_t)\big]$$
+    $$G_t = r_{t+1} + \gamma G_{t+1}, \qquad V(s_t) \leftarrow V(s_t) + \alpha\,\big[G_t - V(s_t)\big]$$
 
-    for every visit, or only for the first visit of $S_t$ in the episode (``first_visit=True``).
-    $G_T = 0$ when the episode terminated; when it was truncated, $G_T = V(S_T)$ completes the
+    for every visit, or only for the first visit of $s_t$ in the episode (``first_visit=True``).
+    $G_T = 0$ when the episode terminated; when it was truncated, $G_T = V(s_T)$ completes the
     cut-off return.
 
     | argument | shape |
@@ -430,10 +430,10 @@ def sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1
     r"""SARSA, on-policy TD control {cite}`rummery1994`: act epsilon-greedily and after every
     step
 
-    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
-      + \gamma Q(S_{t+1}, A_{t+1}) - Q(S_t, A_t)\big]$$
+    $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
+      + \gamma Q(s_{t+1}, a_{t+1}) - Q(s_t, a_t)\big]$$
 
-    with $A_{t+1}$ the action the epsilon-greedy policy then takes (no bootstrap from a
+    with $a_{t+1}$ the action the epsilon-greedy policy then takes (no bootstrap from a
     terminal state; bootstrap on truncation).
 
     | argument / result | shape |
@@ -466,8 +466,8 @@ def q_learning(env, num_episodes: int, alpha: float, epsilon: float, gamma: floa
     r"""Q-learning, off-policy TD control {cite}`watkins1992`: act epsilon-greedily and after
     every step
 
-    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
-      + \gamma \max_a Q(S_{t+1}, a) - Q(S_t, A_t)\big]$$
+    $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
+      + \gamma \max_a Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
 
     (no bootstrap from a terminal state; bootstrap on truncation).
 
@@ -499,8 +499,8 @@ def expected_sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: 
                    seed: int | None = None):
     r"""Expected SARSA {cite}`vanseijen2009`: act epsilon-greedily and after every step
 
-    $$Q(S_t, A_t) \leftarrow Q(S_t, A_t) + \alpha\,\big[R_{t+1}
-      + \gamma \textstyle\sum_a \pi(a \mid S_{t+1}) Q(S_{t+1}, a) - Q(S_t, A_t)\big]$$
+    $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
+      + \gamma \textstyle\sum_a \pi(a \mid s_{t+1}) Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
 
     with $\pi$ the epsilon-greedy policy itself (no bootstrap from a terminal state; bootstrap on
     truncation).
@@ -748,11 +748,11 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
     r"""Sample the two targets of ``V(state)``: ``num_samples`` episodes start in ``state`` and
     follow ``policy`` (simulated on the toy-text model of ``env``); each gives
 
-    - the Monte Carlo target $G_t = R_{t+1} + \gamma R_{t+2} + \dots$ (the whole return), and
-    - the TD target $R_{t+1} + \gamma\,(1 - d_{t+1})\,V(S_{t+1})$ (one step, then the current
+    - the Monte Carlo target $G_t = r_{t+1} + \gamma r_{t+2} + \dots$ (the whole return), and
+    - the TD target $r_{t+1} + \gamma\,(1 - d_{t+1})\,V(s_{t+1})$ (one step, then the current
       estimate ``V``).
 
-    Their means minus $v_\pi(s)$ are the biases of the two targets, their variances the noise.
+    Their means minus $V^\pi(s)$ are the biases of the two targets, their variances the noise.
     Episodes are cut after the environment's time limit, if it has one (the return is then
     truncated).
 
@@ -856,7 +856,7 @@ def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: fl
         s = model.sample_start(N, rng)
         active = np.ones(N, dtype=bool)
         seen = np.zeros((N, model.num_states), dtype=bool)
-        tail = np.zeros(N)  # G_T: 0 after termination, V(S_T) after a truncation
+        tail = np.zeros(N)  # G_T: 0 after termination, V(s_T) after a truncation
         states, rewards, inside, updates = [], [], [], []
         t = 0
         while active.any():
@@ -874,7 +874,7 @@ def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: fl
                 tail = np.where(active & ~terminated, V[rows, s2], tail)
             active &= ~terminated & (not truncated)
             s = s2
-        # Backward in time, as in mc_prediction: G_t = R_{t+1} + gamma G_{t+1} inside each run's
+        # Backward in time, as in mc_prediction: G_t = r_{t+1} + gamma G_{t+1} inside each run's
         # episode; steps after a run's episode ended leave G and V alone.
         G = tail
         for st, r, ins, upd in zip(states[::-1], rewards[::-1], inside[::-1], updates[::-1]):

@@ -277,6 +277,10 @@ def test_example_6_2_initial_error(rms_curves):
 def test_example_6_2_td_beats_mc(rms_curves):
     mc_final = [c[100] for (m, _), c in rms_curves.items() if m == "MC"]
     assert rms_curves["TD", 0.05][100] < min(mc_final)
+    # from episode 25 on, every TD curve lies below every MC curve
+    td = np.stack([c for (m, _), c in rms_curves.items() if m == "TD"])
+    mc = np.stack([c for (m, _), c in rms_curves.items() if m == "MC"])
+    assert np.all(td[:, 25:].max(axis=0) < mc[:, 25:].min(axis=0))
     # every TD curve is below every MC curve over the last 50 episodes on average
     td_late = [c[50:].mean() for (m, _), c in rms_curves.items() if m == "TD"]
     mc_late = [c[50:].mean() for (m, _), c in rms_curves.items() if m == "MC"]
@@ -284,6 +288,18 @@ def test_example_6_2_td_beats_mc(rms_curves):
     # the largest TD step size learns fastest at first, then levels off above alpha = 0.05
     assert rms_curves["TD", 0.15][10] < rms_curves["TD", 0.05][10]
     assert rms_curves["TD", 0.15][100] > rms_curves["TD", 0.05][100]
+
+
+def test_first_visit_mc_against_every_visit(rms_curves):
+    """Exercise ex-td-first-visit: every-visit MC acts like a larger step size: first-visit MC is
+    slower with alpha = 0.01 and ends lower with alpha = 0.04; TD(0.05) still ends lowest."""
+    first = {a: tb.rms_error(tb.mc_prediction_batch(walk(), uniform_policy(), 100, 100, a,
+                                                    first_visit=True, V0=V0_WALK, seed=1),
+                             true_values(), ABCDE).mean(1) for a in (0.01, 0.04)}
+    assert first[0.01][100] > rms_curves["MC", 0.01][100]
+    assert first[0.04][100] < rms_curves["MC", 0.04][100]
+    assert first[0.01][10] > rms_curves["MC", 0.01][10]
+    assert rms_curves["TD", 0.05][100] < min(c[100] for c in first.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +431,9 @@ def test_example_6_6_greedy_paths(cliff_runs):
     assert len(safe) >= 75
     mode, count = Counter(sarsa_paths).most_common(1)[0]
     assert len(mode) - 1 == 17 and min(mode) == 0  # along the top row, as far from the cliff as can be
+    e_mode = Counter(_paths(cliff_runs["expected_sarsa"][0])).most_common(1)[0][0]
+    assert len(e_mode) - 1 == 15 and e_mode[-1] == 47  # one row further from the edge than Q-learning
+    assert len(safe) == 86  # the number the chapter prints
 
 
 def test_batch_control_matches_single_runs_statistically(cliff_runs):
@@ -516,3 +535,13 @@ def test_random_walk_env_via_class_and_registry_agree():
     a = tb.td0_prediction(RandomWalkEnv(), uniform_policy(), 5, 0.1, V0=V0_WALK, seed=2)
     b = tb.td0_prediction(walk(), uniform_policy(), 5, 0.1, V0=V0_WALK, seed=2)
     np.testing.assert_array_equal(a, b)
+
+
+def test_every_visit_mc_first_episode_shrinks_by_powers_of_0_9():
+    """Exercise ex-td-first-episode: same seed, same first episode as the TD run (it ends on the
+    left, return 0); every-visit MC with alpha 0.1 multiplies V(s) by 0.9 per visit."""
+    td = tb.td0_prediction(walk(), uniform_policy(), 1, 0.1, V0=V0_WALK, seed=0)
+    assert td[1, 1] == pytest.approx(0.45)
+    mc = tb.mc_prediction(walk(), uniform_policy(), 1, 0.1, first_visit=False, V0=V0_WALK, seed=0)
+    visits = np.log(mc[1, ABCDE] / 0.5) / np.log(0.9)
+    assert np.allclose(visits, np.round(visits)) and visits[2] >= 1  # C is visited at least once
