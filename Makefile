@@ -13,7 +13,7 @@ export MKL_NUM_THREADS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 BOOK_ENV := RLNOTES_PROGRESS=0
 
-.PHONY: help install book book-all test test-unit test-build test-nbval test-browser strip lab student student-book clean
+.PHONY: help install book book-all test test-unit test-bench test-build test-nbval test-browser strip lab student student-book clean
 .DEFAULT_GOAL := help
 
 help:
@@ -48,6 +48,7 @@ book-all: $(STAMP)
 test: $(STAMP)
 	bash tools/ensure_chromium.sh
 	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-bench
 	$(MAKE) --no-print-directory book-all
 	$(MAKE) --no-print-directory test-nbval
 	$(MAKE) --no-print-directory test-browser
@@ -55,6 +56,10 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
+
+# GAE batched over environments must beat a naive double loop by at least 20x.
+test-bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_gae.py
 
 test-nbval: $(STAMP)
 	$(BOOK_ENV) $(BIN)/python -m pytest --nbval-lax --nbval-current-env book -q
