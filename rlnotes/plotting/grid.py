@@ -27,12 +27,13 @@ def _numpy(x, name: str) -> np.ndarray:
     return x
 
 
-def cell_labels(desc, show: str = "SGTH#") -> dict:
+def cell_labels(desc, show: str = "GTH#") -> dict:
     """Labels of the special cells of a grid description, ``{state: letter}``.
 
     ``desc`` is a (nrow, ncol) array of single characters or bytes (``env.unwrapped.desc`` of
     FrozenLake or of :class:`rlnotes.envs.gridworld.GridWorldEnv`), or a list of strings.
-    Only the letters in ``show`` are labelled (start, goal, trap, hole, wall by default).
+    Only the letters in ``show`` are labelled (goal, trap, hole and wall by default; add ``S``
+    for the start cell).
     """
     rows = ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row) for row in desc]
     ncol = len(rows[0])
@@ -41,7 +42,8 @@ def cell_labels(desc, show: str = "SGTH#") -> dict:
 
 def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, annotate=True,
                     fmt: str = "{:.2f}", cmap: str = "RdYlGn", vmin=None, vmax=None,
-                    title: str | None = None, colorbar: bool = False, arrows=ACTION_ARROWS):
+                    title: str | None = None, colorbar: bool = False, arrows=ACTION_ARROWS,
+                    shade_labels: bool = True):
     """Draw state values as a heat map on the grid, with the policy as arrows.
 
     ==============  ===============  ================================================================
@@ -50,9 +52,12 @@ def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, a
     ``V``           (S,)             state values, S = nrow * ncol, row by row
     ``shape``       (nrow, ncol)     the grid
     ``policy``      (S,) or (S, A)   one action per state (one arrow), or probabilities (an arrow
-                                     per action, its length proportional to the probability)
+                                     per action, its length proportional to the probability,
+                                     full length for the most likely action)
     ``hide``        (S,) bool        cells without arrows (terminal cells, walls)
-    ``labels``      dict             ``{state: text}`` written in the cell instead of its value
+    ``labels``      dict             ``{state: text}`` written in the cell instead of its value;
+                                     with ``shade_labels`` the cells labelled G, T, H or # are grey
+                                     and get no arrow
     ``annotate``    bool             write the values in the cells
     ==============  ===============  ================================================================
 
@@ -68,7 +73,12 @@ def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, a
     if hide.shape != V.shape:
         raise ValueError(f"hide must have shape {V.shape}, got {hide.shape}")
     labels = {} if labels is None else labels
-    image = ax.imshow(V.reshape(nrow, ncol), cmap=cmap, vmin=vmin, vmax=vmax)
+    special = np.zeros(V.size, dtype=bool)
+    for s, text in labels.items():
+        special[s] = shade_labels and str(text) in ("G", "T", "H", "#")
+    shown = np.where(special, np.nan, V)
+    colormap = plt.get_cmap(cmap).with_extremes(bad="0.85")
+    image = ax.imshow(shown.reshape(nrow, ncol), cmap=colormap, vmin=vmin, vmax=vmax)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     small = max(5.0, 9.0 - 0.4 * max(nrow, ncol))
@@ -80,14 +90,15 @@ def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, a
             ax.text(c, r, str(labels[s]), ha="center", va="center", fontsize=small + 3,
                     fontweight="bold")
         elif annotate:
-            ax.text(c, r + text_y, fmt.format(V[s]), ha="center", va="center", fontsize=small)
+            value = float(np.round(V[s], 10)) + 0.0  # no "-0.00" from rounding noise
+            ax.text(c, r + text_y, fmt.format(value), ha="center", va="center", fontsize=small)
     if has_arrows:
         pi = _numpy(policy, "policy")
         if pi.shape[0] != V.size or pi.ndim not in (1, 2):
             raise ValueError(f"policy must have shape (S,) or (S, A) with S = {V.size}, got {pi.shape}")
         probs = np.eye(len(arrows))[pi.astype(np.int64)] if pi.ndim == 1 else pi.astype(np.float64)
         for s in range(V.size):
-            if hide[s] or s in labels and labels[s] in "GTH#":
+            if hide[s] or special[s]:
                 continue
             r, c = divmod(s, ncol)
             y0 = r + (0.15 if annotate else 0.0)
@@ -95,7 +106,7 @@ def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, a
                 if p <= 0:
                     continue
                 dx, dy = arrows[a]
-                length = 0.32 * p
+                length = 0.32 * p / probs[s].max()  # the most likely action gets a full arrow
                 ax.annotate("", xy=(c + dx * length, y0 + dy * length), xytext=(c, y0),
                             arrowprops=dict(arrowstyle="-|>", lw=1.0, color="black",
                                             shrinkA=0, shrinkB=0, mutation_scale=7))

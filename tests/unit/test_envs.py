@@ -131,3 +131,35 @@ def test_tabular_env_rejects_bad_tables():
         TabularEnv({0: {0: [(0.5, 0, 0.0, False)]}}, [1.0])
     with pytest.raises(ValueError, match="initial_distribution"):
         TabularEnv({0: {0: [(1.0, 0, 0.0, False)]}}, [0.5])
+
+
+# ------------------------------------------------------------------------ grid plots
+
+def test_plot_value_grid_draws_and_rejects_bad_input():
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Annotation
+
+    from rlnotes.plotting.grid import cell_labels, plot_value_grid
+
+    def count(ax):
+        arrows = [t for t in ax.texts if isinstance(t, Annotation)]
+        return len(ax.texts) - len(arrows), len(arrows)
+
+    env = GridWorldEnv()
+    labels = cell_labels(env.desc)
+    assert labels == {7: "G", 27: "T"}
+    assert cell_labels(env.desc, show="S") == {56: "S"}
+    V = np.linspace(-1, 1, 64)
+    fig, ax = plt.subplots()
+    plot_value_grid(V, (8, 8), policy=np.zeros(64, dtype=int), labels=labels, title="t", ax=ax)
+    assert ax.get_title() == "t" and count(ax) == (64, 62)  # no arrows on G and T
+    fig, ax = plt.subplots()
+    plot_value_grid(V, (8, 8), policy=np.full((64, 4), 0.25), annotate=False, ax=ax)
+    assert count(ax) == (0, 64 * 4)
+    with pytest.raises(ValueError, match="shape"):
+        plot_value_grid(V, (8, 7))
+    with pytest.raises(ValueError, match="policy"):
+        plot_value_grid(V, (8, 8), policy=np.zeros(10, dtype=int))
+    with pytest.raises(ValueError, match="hide"):
+        plot_value_grid(V, (8, 8), hide=np.zeros(3, dtype=bool))
+    plt.close("all")
