@@ -1,0 +1,207 @@
+"""A resource-limited IPython kernel for the grader, driven one cell at a time.
+
+The kernel is an ordinary ``ipykernel`` started by ``jupyter_client`` with a launch command of
+our own: a few lines of Python that set ``RLIMIT_DATA`` (heap and private anonymous mappings:
+the memory limit), ``RLIMIT_AS`` (address space, a backstop for shared anonymous mappings; set
+well above the memory limit because importing torch maps several hundred MB of libraries),
+``RLIMIT_FSIZE`` (no file above 1 GiB) and ``RLIMIT_CORE`` (no core dumps), and then start
+ipykernel. The kernel runs in its own session (process group), so a kill reaches anything it
+spawned in that group. Outputs are never collected: the grader only reads each request's reply
+status (ok / error with the exception name and value), so a notebook that floods its output
+cannot exhaust the grader's memory, and nothing the notebook prints can influence a grade.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Launch command of the kernel: set the limits, then become ipykernel.
+_LAUNCHER = """\
+import os, resource, sys
+def _lim(res, value):
+    try:
+        soft, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(res, (value, hard if hard != resource.RLIM_INFINITY else value))
+    except (ValueError, OSError):
+        pass
+_mem = int(os.environ.pop("RLNOTES_GRADER_MEMORY_BYTES"))
+_lim(resource.RLIMIT_DATA, _mem)
+_lim(resource.RLIMIT_AS, 2 * _mem + 2**30)
+_lim(resource.RLIMIT_FSIZE, 2**30)
+_lim(resource.RLIMIT_CORE, 0)
+del _lim, _mem
+from ipykernel.kernelapp import launch_new_instance
+launch_new_instance()
+"""
+
+
+@dataclass
+class Reply:
+    """What became of one execute request."""
+
+    status: str            # "ok", "error", "timeout" (interrupted in time), "dead"
+    ename: str = ""
+    evalue: str = ""
+    seconds: float = 0.0
+
+
+def describe_exit(code: int | None) -> str:
+    """A reason for a kernel that died with exit status ``code``."""
+    if code is None:
+        return "kernel died"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {
+            "SIGKILL": " (killed: out of memory?)",
+            "SIGSEGV": " (segmentation fault)",
+            "SIGABRT": " (aborted: out of memory?)",
+            "SIGXFSZ": " (wrote a file above the 1 GiB limit)",
+            "SIGBUS": " (bus error)",
+        }.get(name, "")
+        return f"kernel died: killed by {name}{hint}"
+    if code == 0:
+        return "kernel died: the notebook shut the kernel down (exit() or quit()?)"
+    return f"kernel died: exit status {code} (os._exit or a crash?)"
+
+
+class LimitedKernel:
+    """One kernel process with resource limits; :meth:`run` executes code with a time limit."""
+
+    def __init__(self, *, memory_mb: int, cwd: str | os.PathLike, env: dict | None = None,
+                 log_path: str | os.PathLike | None = None, startup_timeout: float = 60.0):
+        from jupyter_client import KernelManager
+        from jupyter_client.kernelspec import KernelSpec
+
+        spec = KernelSpec(
+            argv=[sys.executable, "-c", _LAUNCHER, "-f", "{connection_file}",
+                  "--HistoryManager.enabled=False", "--IPKernelApp.log_level=ERROR"],
+            display_name="rlnotes grader", language="python", env={}, interrupt_mode="signal")
+
+        class _Manager(KernelManager):
+            @property
+            def kernel_spec(self):  # our launch command, not an installed kernelspec
+                return spec
+
+        full_env = dict(os.environ if env is None else env)
+        full_env["RLNOTES_GRADER_MEMORY_BYTES"] = str(int(memory_mb) * 2**20)
+        self.memory_mb = memory_mb
+        self.km = _Manager()
+        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+        self.exit_code: int | None = None
+        self.km.start_kernel(cwd=str(cwd), env=full_env, stdout=self._log, stderr=self._log)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        try:
+            self.kc.wait_for_ready(timeout=startup_timeout)
+        except RuntimeError as err:
+            self._record_exit()
+            self.shutdown()
+            raise RuntimeError(f"kernel failed to start ({describe_exit(self.exit_code)}: {err})") from None
+
+    # -- state --------------------------------------------------------------------------
+    def _record_exit(self) -> None:
+        proc = getattr(self.km.provisioner, "process", None) if self.km.provisioner else None
+        if proc is not None and self.exit_code is None:
+            self.exit_code = proc.poll()
+
+    def alive(self) -> bool:
+        alive = self.km.is_alive()
+        if not alive:
+            self._record_exit()
+        return alive
+
+    def death_reason(self) -> str:
+        self._record_exit()
+        return describe_exit(self.exit_code)
+
+    def _drain_iopub(self) -> None:
+        # Outputs are discarded: grades never depend on what the notebook printed.
+        try:
+            while True:
+                self.kc.get_iopub_msg(timeout=0)
+        except (queue.Empty, Exception):
+            pass
+
+    # -- running code -------------------------------------------------------------------
+    def run(self, code: str, timeout: float, *, silent: bool = False, grace: float = 10.0) -> Reply:
+        """Execute ``code``; wait at most ``timeout`` s, then interrupt (SIGINT) and wait
+        ``grace`` s more for the kernel to come back. Returns a :class:`Reply`; a kernel that
+        dies or ignores the interrupt is killed and gives status ``"dead"``/``"timeout"``."""
+        start = time.monotonic()
+        msg_id = self.kc.execute(code, silent=silent, store_history=not silent,
+                                 allow_stdin=False, stop_on_error=False)
+        deadline = start + max(timeout, 0.0)
+        interrupted = False
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                if interrupted:
+                    self.kill()
+                    return Reply("timeout", seconds=now - start, evalue="kernel killed: it "
+                                 "did not respond to an interrupt")
+                interrupted = True
+                try:
+                    self.km.interrupt_kernel()
+                except Exception:
+                    pass
+                deadline = now + grace
+            try:
+                msg = self.kc.get_shell_msg(timeout=0.25)
+            except queue.Empty:
+                self._drain_iopub()
+                if not self.alive():
+                    return Reply("dead", evalue=self.death_reason(), seconds=time.monotonic() - start)
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            self._drain_iopub()
+            content = msg.get("content", {})
+            elapsed = time.monotonic() - start
+            if interrupted:
+                return Reply("timeout", content.get("ename", ""), content.get("evalue", ""), elapsed)
+            if content.get("status") == "ok":
+                return Reply("ok", seconds=elapsed)
+            return Reply("error", str(content.get("ename", "")), str(content.get("evalue", "")),
+                         elapsed)
+
+    def kill(self) -> None:
+        try:
+            self.km.shutdown_kernel(now=True)
+        except Exception:
+            pass
+        self._record_exit()
+
+    def shutdown(self) -> None:
+        try:
+            self.kc.stop_channels()
+        except Exception:
+            pass
+        if self.km.has_kernel:
+            try:
+                self.km.shutdown_kernel(now=True)
+            except Exception:
+                pass
+        try:
+            self.km.cleanup_resources()
+        except Exception:
+            pass
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+    def log_tail(self, path: str | os.PathLike | None, n: int = 300) -> str:
+        if not path or not Path(path).is_file():
+            return ""
+        data = Path(path).read_bytes()[-n:].decode("utf-8", "replace")
+        return " ".join(data.split())
