@@ -746,12 +746,19 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
     tol = _require_tol(tol)
     V = np.zeros(mdp.num_states)
     if mdp.gamma < 1.0:
+        gamma = mdp.gamma
         while True:  # terminates: the error shrinks by gamma per sweep
             V_new = _q(mdp, V).max(axis=1)
             delta = float(np.abs(V_new - V).max())
             V = V_new
-            if _small_enough(delta, mdp.gamma, tol, V):
+            if _small_enough(delta, gamma, tol, V):
                 break
+        if gamma * delta >= tol * (1.0 - gamma):
+            # Stopped by rounding before the bound reached tol (gamma close to 1, large values):
+            # the greedy policy's exact value is then the more accurate answer, if it is optimal.
+            V_pi = _evaluate(mdp, np.eye(mdp.num_actions)[_greedy(_q(mdp, V))], tol)
+            if np.abs(_q(mdp, V_pi).max(axis=1) - V_pi).max() <= 64 * _EPS * max(1.0, np.abs(V_pi).max()):
+                V = V_pi
     else:
         V = _value_iteration_episodic(mdp, tol)
     return mdp._kind.values(V), mdp._kind.actions(_greedy_for(mdp, _q(mdp, V)))

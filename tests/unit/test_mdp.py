@@ -343,7 +343,7 @@ def test_gamma_one_greedy_ties_prefer_terminating():
 
 # ------------------------------------------------------------------------------- control
 
-@pytest.mark.parametrize("seed, gamma", [(0, 0.0), (1, 0.5), (2, 0.9), (3, 0.99)])
+@pytest.mark.parametrize("seed, gamma", [(0, 0.0), (1, 0.5), (2, 0.9), (3, 0.99), (4, 0.999)])
 def test_value_iteration_is_within_tol_of_policy_iteration(seed, gamma):
     mdp = random_mdp(12, 4, gamma, seed=seed)
     V_pi, pi_pi = policy_iteration(mdp)
