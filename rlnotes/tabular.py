@@ -215,7 +215,8 @@ def td_target(reward, next_value, terminated, gamma: float):
     | ``reward``, ``next_value``, ``terminated`` | () or (N,) |
     | returns | () or (N,) |
 
-    Defined in: Learning without a model: Monte Carlo and TD, section TD(0) prediction.
+    Defined in: Learning without a model: Monte Carlo and TD, section From the Bellman equation to sampled
+    targets.
     """
     gamma = require_gamma(gamma)
     return reward + gamma * (1.0 - np.asarray(terminated, dtype=np.float64)) * next_value
@@ -229,7 +230,8 @@ def td_update(estimate, target, alpha: float):
     | ``estimate``, ``target`` | () or (N,) |
     | returns | the new estimate, same shape |
 
-    Defined in: Learning without a model: Monte Carlo and TD, section Monte Carlo prediction.
+    Defined in: Learning without a model: Monte Carlo and TD, section From the Bellman equation to sampled
+    targets.
     """
     alpha = _require_alpha(alpha)
     return estimate + alpha * (target - estimate)
@@ -427,8 +429,8 @@ def _control_setup(env, num_episodes, alpha, epsilon, gamma, seed):
 
 def sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
           seed: int | None = None):
-    r"""SARSA, on-policy TD control {cite}`rummery1994`: act epsilon-greedily and after every
-    step
+    r"""SARSA, on-policy TD control (Rummery and Niranjan, 1994): act epsilon-greedily and
+    after every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
       + \gamma Q(s_{t+1}, a_{t+1}) - Q(s_t, a_t)\big]$$
@@ -463,7 +465,7 @@ def sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1
 
 def q_learning(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
                seed: int | None = None):
-    r"""Q-learning, off-policy TD control {cite}`watkins1992`: act epsilon-greedily and after
+    r"""Q-learning, off-policy TD control (Watkins and Dayan, 1992): act epsilon-greedily and after
     every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
@@ -497,7 +499,7 @@ def q_learning(env, num_episodes: int, alpha: float, epsilon: float, gamma: floa
 
 def expected_sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1.0,
                    seed: int | None = None):
-    r"""Expected SARSA {cite}`vanseijen2009`: act epsilon-greedily and after every step
+    r"""Expected SARSA (van Seijen et al., 2009): act epsilon-greedily and after every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
       + \gamma \textstyle\sum_a \pi(a \mid s_{t+1}) Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$

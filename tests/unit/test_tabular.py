@@ -545,3 +545,52 @@ def test_every_visit_mc_first_episode_shrinks_by_powers_of_0_9():
     mc = tb.mc_prediction(walk(), uniform_policy(), 1, 0.1, first_visit=False, V0=V0_WALK, seed=0)
     visits = np.log(mc[1, ABCDE] / 0.5) / np.log(0.9)
     assert np.allclose(visits, np.round(visits)) and visits[2] >= 1  # C is visited at least once
+
+
+@pytest.mark.parametrize("Q", [np.zeros(3), np.zeros((2, 2, 2)), 5.0])
+def test_greedy_policy_bad_shapes(Q):
+    with pytest.raises(ValueError, match="Q"):
+        tb.greedy_policy(Q)
+
+
+@pytest.mark.parametrize("V", [np.zeros(4), np.zeros((3, 6)), np.zeros(8)])
+def test_rms_error_bad_shapes(V):
+    with pytest.raises(ValueError, match="V"):
+        tb.rms_error(V, true_values())
+
+
+def test_expected_return_bad_input():
+    lake = gym.make("FrozenLake-v1")
+    with pytest.raises(ValueError, match="horizon"):
+        tb.expected_return(lake, np.zeros(16, dtype=int), horizon=0)
+    with pytest.raises(ValueError, match="policy"):
+        tb.expected_return(lake, np.zeros(5, dtype=int))
+    with pytest.raises(ValueError, match="env"):
+        tb.expected_return(BoxEnv(), np.zeros(16, dtype=int))
+
+
+def test_toy_text_model_bad_envs():
+    class NoModel(Loop):
+        P = None
+    for env in (BoxEnv(), gym.make("CartPole-v1"), NoModel()):
+        with pytest.raises(ValueError, match="env"):
+            tb.toy_text_model(env)
+
+
+def test_plots_draw_and_reject_bad_input():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rlnotes.plotting import moving_average, plot_curves, plot_grid_paths, plot_value_estimates
+    np.testing.assert_allclose(moving_average([1.0, 2, 3, 4], 2), [1.5, 2.5, 3.5])
+    np.testing.assert_allclose(moving_average([1.0, 2], 1), [1.0, 2.0])
+    for x, w in (([1.0, 2.0], 0), ([1.0, 2.0], 3), (np.zeros((2, 2)), 1)):
+        with pytest.raises(ValueError, match="window|x"):
+            moving_average(x, w)
+    ax = plot_curves({"a": np.arange(20.0), "b": np.ones(20)}, smooth=5, ylabel="y")
+    assert len(ax.lines) == 2 and len(ax.lines[0].get_xdata()) == 16
+    ax = plot_value_estimates({"V": np.full(5, 0.5)}, true_values()[ABCDE], "ABCDE")
+    assert len(ax.lines) == 2
+    ax = plot_grid_paths((4, 12), {"p": [36, 24, 25]}, blocked=range(37, 47), start=36, goal=47)
+    assert len(ax.lines) == 1 + 5 + 13  # the path, the horizontal and the vertical grid lines
+    plt.close("all")
