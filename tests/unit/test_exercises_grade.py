@@ -1,0 +1,293 @@
+"""The grader: a correct submission passes, the untouched student edition fails cleanly, and every
+hostile submission gets a recorded failure with its reason while everyone else is still graded.
+
+One grading run (through the command line, as an instructor runs it) over a submissions folder
+with one student per case, on the fixture book of tests/fixtures/exercises/.
+"""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rlnotes.exercises.grade import CSV_COLUMNS, grade, load_checks, master_exercises
+from rlnotes.exercises.student import write_student_edition
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "exercises"
+BOOK = FIXTURES / "fixture_book"
+CHECKS = FIXTURES / "fixture_checks.py"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+ALPHA = ["ex-alpha-add", "ex-alpha-mean"]
+WRONG_ADD = "def my_add(a, b):\n    return a - b\n"
+
+
+def _master(name):
+    return nbformat.read(BOOK / "book" / f"{name}.ipynb", as_version=4)
+
+
+def _alpha(cell, source, insert=False):
+    """The master alpha notebook with code cell ``cell`` replaced (or a cell inserted there)."""
+    nb = _master("alpha")
+    if insert:
+        nb.cells.insert(cell, nbformat.v4.new_code_cell(source))
+    else:
+        nb.cells[cell].source = source
+    for i, c in enumerate(nb.cells):
+        c["id"] = f"c{i}"
+    return nb
+
+
+def _hostile():
+    """student name -> alpha notebook (or raw text, or None for missing). Cell 6 of alpha is the
+    my_add solution, cell 7 its check, cell 10 the running-mean solution."""
+    fake = _alpha(6, WRONG_ADD)
+    fake.cells[7].source = "print('PASSED check_add')"
+    return {
+        "loops_forever": _alpha(6, "while True:\n    pass\n", insert=True),
+        "loops_in_solution": _alpha(6, "def my_add(a, b):\n    while True:\n        pass\n"),
+        "ignores_interrupt": _alpha(6, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                       "while True:\n    pass\n", insert=True),
+        "crashes": _alpha(10, "import os\nos._exit(3)", insert=True),
+        "segfaults": _alpha(10, "import ctypes\nctypes.string_at(0)", insert=True),
+        "exhausts_memory": _alpha(6, "junk = []\nwhile True:\n    junk.append(bytearray(10**8))\n",
+                                  insert=True),
+        "exhausts_memory_in_solution": _alpha(6, "def my_add(a, b):\n    x = bytearray(50 * 2**30)\n"
+                                                 "    return a + b\n"),
+        "invalid_json": '{"cells": [',
+        "missing": None,
+        "redefines_check": _alpha(6, WRONG_ADD + "\ndef check_add(f):\n    print('PASSED check_add')\n"),
+        "patches_check": _alpha(6, WRONG_ADD + "\nimport fixture_checks\n"
+                                    "fixture_checks.check_add.raw = lambda f: None\n"),
+        "patches_rlnotes_exercises": _alpha(6, WRONG_ADD + "\nimport rlnotes.exercises as ex\n"
+                                                "ex.CHECKS['check_add'] = lambda f: True\n"
+                                                "ex.expect_close = lambda *a, **k: None\n"
+                                                "import rlnotes.exercises.core as core\n"
+                                                "core.expect_close = ex.expect_close\n"),
+        "patches_numpy": _alpha(6, WRONG_ADD + "\nnp.allclose = lambda *a, **k: True\n"
+                                    "np.isclose = lambda *a, **k: False\n"),
+        "edits_check_file": _alpha(6, WRONG_ADD + "\nimport fixture_checks, pathlib\n"
+                                       "pathlib.Path(fixture_checks.__file__).write_text("
+                                       "'def check_add(f):\\n    pass\\n')\n"),
+        "prints_fake_pass": fake,
+        "exits": _alpha(10, "exit()", insert=True),
+    }
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("grade")
+    subs = tmp / "submissions"
+    edition = tmp / "edition"
+    write_student_edition(edition, BOOK)
+    (subs / "correct" / "book").mkdir(parents=True)
+    for name in ["alpha", "beta"]:
+        shutil.copy(BOOK / "book" / f"{name}.ipynb", subs / "correct" / "book")
+    shutil.copytree(edition / "book", subs / "untouched" / "book")
+    (subs / "flat_layout").mkdir()  # notebooks directly in the student's folder
+    for name in ["alpha", "beta"]:
+        shutil.copy(BOOK / "book" / f"{name}.ipynb", subs / "flat_layout")
+    for student, alpha in _hostile().items():
+        folder = subs / student / "book"
+        folder.mkdir(parents=True)
+        shutil.copy(BOOK / "book" / "beta.ipynb", folder)  # beta is correct for everyone
+        if isinstance(alpha, str):
+            (folder / "alpha.ipynb").write_text(alpha)
+        elif alpha is not None:
+            nbformat.write(alpha, folder / "alpha.ipynb")
+    out = tmp / "grades.csv"
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlnotes.exercises", "grade", str(subs), "--out", str(out),
+         "--book-dir", str(BOOK), "--checks", str(CHECKS), "--cell-timeout", "4",
+         "--check-timeout", "4", "--timeout", "60", "--memory-mb", "1024"],
+        capture_output=True, text=True, env=ENV, cwd=tmp)
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        rows = [dict(zip(header, r)) for r in reader]
+    print(out.read_text())
+    print(proc.stdout)
+    print(f"graded {len({r['student'] for r in rows})} students in {seconds:.1f} s")
+    return header, rows, proc
+
+
+def _by(rows, student):
+    return {r["exercise"]: r for r in rows if r["student"] == student}
+
+
+def test_csv_has_the_contract_columns_and_one_row_per_student_and_exercise(graded):
+    header, rows, proc = graded
+    assert header == CSV_COLUMNS == ["student", "notebook", "exercise", "passed", "detail"]
+    students = {r["student"] for r in rows}
+    assert len(students) == 3 + len(_hostile())
+    assert len(rows) == 3 * len(students)
+    assert all(r["passed"] in ("0", "1") for r in rows)
+    assert all("\n" not in r["detail"] for r in rows)
+    assert {(r["notebook"], r["exercise"]) for r in rows} == {
+        ("book/alpha.ipynb", "ex-alpha-add"), ("book/alpha.ipynb", "ex-alpha-mean"),
+        ("book/beta.ipynb", "ex-beta-discount")}
+    assert "Per exercise" in proc.stdout and "Per student" in proc.stdout
+
+
+def test_correct_submission_passes_everything(graded):
+    _, rows, _ = graded
+    for student in ["correct", "flat_layout"]:
+        got = _by(rows, student)
+        assert all(r["passed"] == "1" and r["detail"] == "" for r in got.values()), got
+
+
+def test_untouched_student_edition_fails_cleanly(graded):
+    _, rows, _ = graded
+    got = _by(rows, "untouched")
+    assert len(got) == 3
+    for r in got.values():
+        assert r["passed"] == "0" and "NotImplementedError" in r["detail"], r
+
+
+def test_every_hostile_submission_still_gets_its_other_notebook_graded(graded):
+    _, rows, _ = graded
+    for student in _hostile():
+        assert _by(rows, student)["ex-beta-discount"]["passed"] == "1", student
+
+
+@pytest.mark.parametrize("student,exercise,words", [
+    ("loops_forever", "ex-alpha-add", ["timed out", "cell"]),
+    ("loops_forever", "ex-alpha-mean", ["timed out"]),
+    ("loops_in_solution", "ex-alpha-add", ["timed out", "check"]),
+    ("ignores_interrupt", "ex-alpha-add", ["timed out"]),
+    ("crashes", "ex-alpha-add", ["kernel died", "exit status 3"]),
+    ("crashes", "ex-alpha-mean", ["kernel died"]),
+    ("segfaults", "ex-alpha-add", ["kernel died", "SIGSEGV"]),
+    ("exhausts_memory", "ex-alpha-add", ["out of memory", "1024 MB"]),
+    ("exhausts_memory_in_solution", "ex-alpha-add", ["out of memory", "MemoryError"]),
+    ("invalid_json", "ex-alpha-add", ["invalid notebook", "JSON"]),
+    ("invalid_json", "ex-alpha-mean", ["invalid notebook", "JSON"]),
+    ("missing", "ex-alpha-add", ["missing", "book/alpha.ipynb"]),
+    ("missing", "ex-alpha-mean", ["missing"]),
+    ("redefines_check", "ex-alpha-add", ["tampering", "redefines check_add", "own check failed"]),
+    ("patches_check", "ex-alpha-add", ["tampering", "check_add", "own check failed"]),
+    ("patches_rlnotes_exercises", "ex-alpha-add", ["tampering", "CHECKS['check_add']"]),
+    ("patches_rlnotes_exercises", "ex-alpha-mean", ["tampering", "expect_close"]),
+    ("patches_numpy", "ex-alpha-add", ["tampering", "numpy.allclose"]),
+    ("edits_check_file", "ex-alpha-add", ["tampering", "fixture_checks.py"]),
+    ("prints_fake_pass", "ex-alpha-add", ["returned a - b", "Hint: wrong sign"]),
+    ("exits", "ex-alpha-add", ["kernel died", "exit()"]),
+])
+def test_hostile_submission_gets_a_recorded_failure_with_its_reason(graded, student, exercise, words):
+    _, rows, _ = graded
+    row = _by(rows, student)[exercise]
+    assert row["passed"] == "0", row
+    for word in words:
+        assert word in row["detail"], (word, row)
+
+
+def test_a_failure_in_one_exercise_leaves_the_others_graded(graded):
+    _, rows, _ = graded
+    for student in ["loops_in_solution", "exhausts_memory_in_solution", "redefines_check",
+                    "patches_check", "prints_fake_pass"]:
+        assert _by(rows, student)["ex-alpha-mean"]["passed"] == "1", student
+
+
+# ------------------------------------------------------------------ bad input (no kernels)
+
+@pytest.mark.parametrize("kwargs", [
+    {"submissions_dir": "/no/such/folder"},
+    {"submissions_dir": None},
+    {"out": "/no/such/folder/grades.csv"},
+    {"out": "."},
+    {"timeout": 0},
+    {"cell_timeout": -1},
+    {"check_timeout": float("nan")},
+    {"memory_mb": 10},
+    {"memory_mb": 1.5e3},
+    {"checks": ["/no/such/checks.py"]},
+])
+def test_grade_rejects_bad_arguments(kwargs, tmp_path):
+    args = {"submissions_dir": tmp_path, "out": tmp_path / "g.csv", "book_dir": BOOK,
+            "checks": [CHECKS], **kwargs}
+    with pytest.raises(ValueError):
+        grade(args.pop("submissions_dir"), args.pop("out"), args.pop("book_dir"), **args)
+
+
+@pytest.mark.parametrize("args", [
+    ["grade"],
+    ["grade", "SUBS"],                                   # no --out
+    ["grade", "/no/such/folder", "--out", "g.csv"],
+    ["grade", "SUBS", "--out", "g.csv", "--timeout", "-1"],
+    ["grade", "SUBS", "--out", "g.csv", "--memory-mb", "lots"],
+])
+def test_cli_grade_rejects_bad_usage(args, tmp_path):
+    (tmp_path / "SUBS").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "rlnotes.exercises", *args, "--book-dir", str(BOOK)],
+                          capture_output=True, text=True, cwd=tmp_path, env=ENV)
+    assert proc.returncode == 2, proc.stderr
+    assert "usage" in proc.stderr
+
+
+def test_empty_submissions_folder_writes_only_the_header(tmp_path):
+    rows = grade(tmp_path, tmp_path / "g.csv", BOOK, checks=[CHECKS], progress=False, summary=False)
+    assert rows == []
+    assert (tmp_path / "g.csv").read_text().strip() == ",".join(CSV_COLUMNS)
+
+
+def test_unregistered_check_in_the_master_is_a_usage_error(tmp_path):
+    book = tmp_path / "book"
+    shutil.copytree(BOOK, book)
+    nb = nbformat.read(book / "book" / "alpha.ipynb", as_version=4)
+    nb.cells[7].source = "check_nonexistent(my_add)"
+    nbformat.write(nb, book / "book" / "alpha.ipynb")
+    with pytest.raises(ValueError, match="check_nonexistent"):
+        master_exercises(book, load_checks([CHECKS]))
+    with pytest.raises(ValueError):
+        master_exercises(book, checks="not a dict")
+    with pytest.raises(ValueError):
+        load_checks([tmp_path / "missing.py"])
+
+
+def test_master_exercises_of_the_fixture_book():
+    masters = master_exercises(BOOK, load_checks([CHECKS]))
+    assert [(m.rel.as_posix(), [e.id for e in m.exercises]) for m in masters] == [
+        ("book/alpha.ipynb", ALPHA), ("book/beta.ipynb", ["ex-beta-discount"])]
+
+
+# ------------------------------------------------------------------ the real book
+
+def _real_masters():
+    try:
+        return master_exercises(ROOT, load_checks())
+    except ValueError:
+        return []
+
+
+@pytest.mark.skipif(not _real_masters(), reason="the book has no coding exercises yet")
+def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path):
+    """The reader's notebooks (the solutions) pass every check; the untouched student edition
+    fails every one with NotImplementedError; and a student is graded in well under a minute."""
+    masters = _real_masters()
+    subs = tmp_path / "submissions"
+    write_student_edition(tmp_path / "edition", ROOT)
+    for m in masters:
+        for student, source in [("reader", ROOT / m.rel), ("student_edition", tmp_path / "edition" / m.rel)]:
+            (subs / student / m.rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, subs / student / m.rel)
+    start = time.monotonic()
+    rows = grade(subs, tmp_path / "grades.csv", ROOT, progress=False)
+    per_student = (time.monotonic() - start) / 2
+    print(f"real chapters: {per_student:.1f} s per student")
+    expected = sum(len(m.exercises) for m in masters)
+    reader = [r for r in rows if r.student == "reader"]
+    blank = [r for r in rows if r.student == "student_edition"]
+    assert len(reader) == len(blank) == expected
+    assert all(r.passed == 1 for r in reader), [r for r in reader if not r.passed]
+    assert all(r.passed == 0 and "NotImplementedError" in r.detail for r in blank), blank
+    assert per_student < 120
