@@ -1,9 +1,12 @@
 """Code the grader runs inside a student's kernel (sent as text, never imported there).
 
-The grader executes this file's source in the kernel with a fresh globals dict holding
-``PARAMS`` (a dict of plain values); ``PARAMS["phase"]`` selects what to do and every phase
-writes its result as JSON to ``PARAMS["out"]``, a file the grader reads afterwards (the
-notebook's printed output is never read). Phases:
+Before any student code runs, the grader executes this file's source in the kernel with a
+private globals dict (``PARAMS``, a dict of plain values, and a private copy of the builtins);
+that "prelude" leaves a state module in ``sys.modules`` whose ``run(params)`` the later phases
+call through a chain of attribute lookups that starts from a literal, so that names the
+notebook defines (an ``exec`` of its own, say) cannot intercept them. Every phase writes its
+result as JSON to ``PARAMS["out"]``, a file the grader reads afterwards (the notebook's printed
+output is never read). Phases:
 
 ``prelude``  before any student code: remember the callables of a few core modules and the
              import machinery, to spot monkeypatching later.
@@ -21,8 +24,13 @@ import builtins
 import importlib
 import json
 import sys
+import threading
 import types
 
+# Taken while the prelude runs, before any student code: later phases write their results with
+# these even if the notebook replaced json.dumps (the grader's globals hold a private copy of
+# the builtins too, so a patched builtins.open or exec does not reach this code either).
+_dumps = json.dumps
 _WATCHED_MODULES = ["builtins", "math", "operator", "functools", "json", "importlib", "copy",
                     "numpy", "numpy.linalg", "numpy.random", "numpy.testing"]
 _WATCHED_PREFIXES = ("rlnotes", "numpy", "torch", "math", "builtins", "json", "importlib",
@@ -33,12 +41,15 @@ _VOLATILE = {"_", "__", "___", "input", "raw_input", "exit", "quit", "get_ipytho
 
 
 def _write(result):
-    with builtins.open(PARAMS["out"], "w", encoding="utf-8") as fh:  # noqa: F821
-        fh.write(json.dumps(result))
+    with open(PARAMS["out"], "w", encoding="utf-8") as fh:  # noqa: F821
+        fh.write(_dumps(result))
+
+
+_STATE = []
 
 
 def _state():
-    return sys.modules[PARAMS["state"]]  # noqa: F821
+    return _STATE[0]
 
 
 def _callables(module):
@@ -128,6 +139,9 @@ def _snapshot_extra():
 def _prelude():
     state = types.ModuleType(PARAMS["state"])  # noqa: F821
     sys.modules[PARAMS["state"]] = state  # noqa: F821
+    _STATE.append(state)
+    state.run = _run
+    state.recursion_limit = sys.getrecursionlimit()
     state.watch = {}
     for name in _WATCHED_MODULES:
         try:
@@ -149,6 +163,10 @@ def _prelude():
     except Exception:
         pass
     state.cell_dirs = [d for d in dirs if d]
+    try:
+        state.shell = get_ipython()  # noqa: F821
+    except Exception:
+        state.shell = None
     state.findings = []
     _write({"ok": True})
 
@@ -208,6 +226,11 @@ def _load():
     state = _state()
     checks = PARAMS["checks"]  # noqa: F821  {check name: module name}
     findings = []
+    sys.settrace(None)
+    sys.setprofile(None)
+    threading.settrace(None)
+    threading.setprofile(None)
+    sys.setrecursionlimit(max(state.recursion_limit, 1000))
     _compare_watch(state, state.watch, findings, restore=True)
     _compare_extra(state, state.extra, findings, restore=True)
     _scan_planted(state, findings, checks)
@@ -262,10 +285,7 @@ def _load():
                 scope = key if key in checks else "*"
                 _add(findings, scope, f"{name}.{key} was modified")
     # Check names redefined in the user namespace.
-    try:
-        ns = get_ipython().user_ns  # noqa: F821
-    except Exception:
-        ns = {}
+    ns = state.shell.user_ns if state.shell is not None else {}
     for check in checks:
         if check in ns and check in state.fresh_checks and not _same(ns[check], state.fresh_checks[check]):
             _add(findings, check, f"the notebook redefines {check}")
@@ -305,10 +325,7 @@ def _check():
     if func is None:
         _write({"passed": False, "detail": f"grader error: could not load {name}"})
         return
-    try:
-        ns = get_ipython().user_ns  # noqa: F821
-    except Exception:
-        ns = {}
+    ns = state.shell.user_ns if state.shell is not None else {}
     args, kwargs = [], {}
     try:
         for expr in PARAMS["args"]:  # noqa: F821
@@ -357,4 +374,12 @@ def _final():
     _write({"findings": findings})
 
 
-{"prelude": _prelude, "load": _load, "check": _check, "final": _final}[PARAMS["phase"]]()  # noqa: F821
+def _run(params):
+    """Entry point of the phases after the prelude (called through the state module)."""
+    global PARAMS
+    PARAMS = params
+    {"load": _load, "check": _check, "final": _final}[params["phase"]]()
+
+
+if PARAMS["phase"] == "prelude":  # noqa: F821
+    _prelude()

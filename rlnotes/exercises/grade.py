@@ -308,8 +308,17 @@ class _Run:
                       checks={ex.check.name: self.env.check_module[ex.check.name]
                               for ex in self.master.exercises},
                       check_modules=sorted({s["name"] for s in self.env.sources}))
-        code = (f"exec(compile({self.env.inkernel!r}, '<rlnotes-grader>', 'exec'), "
-                f"{{'__name__': '__rlnotes_grader__', 'PARAMS': {params!r}}})")
+        if phase == "prelude":  # no student code has run yet
+            code = (f"exec(compile({self.env.inkernel!r}, '<rlnotes-grader>', 'exec'), "
+                    f"{{'__name__': '__rlnotes_grader__', 'PARAMS': {params!r}, "
+                    "'__builtins__': dict(vars(__import__('builtins')))})")
+        else:  # no name lookups that the notebook could have shadowed
+            sys_chain = ("[c for c in ().__class__.__base__.__subclasses__() "
+                         "if c.__name__ == 'BuiltinImporter' and c.__module__ == '_frozen_importlib']"
+                         "[0].find_spec.__func__.__globals__['sys']")
+            state = repr(self.env.state)
+            code = (f"[s.modules[{state}].run({params!r}) for s in [{sys_chain}] "
+                    f"if s.setrecursionlimit(s.modules[{state}].recursion_limit) is None]")
         reply = kernel.run(code, timeout, silent=True)
         result = None
         if out.is_file():
@@ -380,8 +389,12 @@ class _Run:
                                        f"checks ({', '.join(changed[:3])})"])
         result, reply = self._phase(kernel, "load", 180, sources=env.sources)
         if result is None:
-            why = kernel.death_reason() if reply.status == "dead" else f"{reply.status}: {reply.ename} {reply.evalue}"
-            self.fatal = _one_line(f"grader could not load its checks in the kernel ({why})")
+            if reply.status == "ok":
+                self.fatal = ("tampering: the grader's code did not run in the kernel although "
+                              "the kernel answered (exec or the interpreter replaced?)")
+            else:
+                why = reply.evalue if reply.status == "dead" else f"{reply.status}: {reply.ename} {reply.evalue}"
+                self.fatal = _one_line(f"grader could not load its checks in the kernel ({why})")
             return
         self.findings += result.get("findings", [])
         if result.get("errors"):
@@ -406,7 +419,11 @@ class _Run:
                             f"not graded: the kernel was killed after the check of {ex.id} timed out")}
                     return
                 continue
-            if result is None:
+            if result is None and reply.status == "ok":
+                result = {"passed": False, "detail": "tampering: the grader's check did not run "
+                          "in the kernel although the kernel answered (exec or the interpreter "
+                          "replaced?)"}
+            elif result is None:
                 result = {"passed": False, "detail": f"grader error: no result from the check "
                                                      f"({reply.status}: {reply.ename} {reply.evalue})"}
             self.results[ex.id] = result

@@ -27,6 +27,11 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
 ALPHA = ["ex-alpha-add", "ex-alpha-mean"]
 WRONG_ADD = "def my_add(a, b):\n    return a - b\n"
+FAKE_EXEC = ("import json as _json\n"
+             "def exec(code, g=None, *rest):\n"
+             "    p = g.get('PARAMS', {}) if isinstance(g, dict) else {}\n"
+             "    if 'out' in p:\n"
+             "        open(p['out'], 'w').write(_json.dumps({'passed': True, 'findings': []}))\n")
 
 
 def _master(name):
@@ -78,6 +83,15 @@ def _hostile():
                                        "'def check_add(f):\\n    pass\\n')\n"),
         "prints_fake_pass": fake,
         "exits": _alpha(10, "exit()", insert=True),
+        "prints_forever": _alpha(6, "while True:\n    print('x' * 100)\n", insert=True),
+        # An exec of its own, in the notebook or in builtins, that writes a fake result.
+        "shadows_exec": _alpha(6, WRONG_ADD + FAKE_EXEC),
+        "patches_builtins_exec": _alpha(6, WRONG_ADD + FAKE_EXEC + "    else:\n"
+                                            "        return _real_exec(code, g, *rest)\n"
+                                            "import builtins\n_real_exec = builtins.exec\n"
+                                            "builtins.exec = exec\n"),
+        "breaks_builtins_exec": _alpha(6, WRONG_ADD + FAKE_EXEC + "import builtins\n"
+                                           "builtins.exec = exec\n"),
     }
 
 
@@ -182,6 +196,11 @@ def test_every_hostile_submission_still_gets_its_other_notebook_graded(graded):
     ("edits_check_file", "ex-alpha-add", ["tampering", "fixture_checks.py"]),
     ("prints_fake_pass", "ex-alpha-add", ["returned a - b", "Hint: wrong sign"]),
     ("exits", "ex-alpha-add", ["kernel died", "exit()"]),
+    ("prints_forever", "ex-alpha-add", ["timed out", "cell"]),
+    ("shadows_exec", "ex-alpha-add", ["returned a - b"]),
+    ("patches_builtins_exec", "ex-alpha-add", ["tampering", "builtins.exec", "own check failed"]),
+    ("breaks_builtins_exec", "ex-alpha-add", ["tampering", "did not run"]),
+    ("breaks_builtins_exec", "ex-alpha-mean", ["tampering", "did not run"]),
 ])
 def test_hostile_submission_gets_a_recorded_failure_with_its_reason(graded, student, exercise, words):
     _, rows, _ = graded
@@ -194,7 +213,7 @@ def test_hostile_submission_gets_a_recorded_failure_with_its_reason(graded, stud
 def test_a_failure_in_one_exercise_leaves_the_others_graded(graded):
     _, rows, _ = graded
     for student in ["loops_in_solution", "exhausts_memory_in_solution", "redefines_check",
-                    "patches_check", "prints_fake_pass"]:
+                    "patches_check", "prints_fake_pass", "shadows_exec"]:
         assert _by(rows, student)["ex-alpha-mean"]["passed"] == "1", student
 
 
