@@ -276,3 +276,19 @@ def test_real_book_student_edition(tmp_path):
         assert sum(s.count("raise NotImplementedError('exercise ") for s in stubs) == regions
         for src in stubs:
             compile(src, str(rel), "exec")
+
+
+@pytest.mark.skipif(not REAL, reason="the book has no chapter notebooks yet")
+def test_real_book_student_html_build_has_no_solutions(tmp_path):
+    """`make student-book`: the student edition builds (without execution) and no page holds a
+    solution admonition, while every chapter still shows its exercises."""
+    proc = subprocess.run([PYTHON, "-m", "rlnotes.exercises", "student-book", str(tmp_path / "se"),
+                           "--book-dir", str(ROOT)], capture_output=True, text=True, env=ENV,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = tmp_path / "se" / "_build" / "html"
+    for rel in REAL:
+        page = (html / rel.with_suffix(".html")).read_text(encoding="utf-8")
+        assert 'class="solution' not in page
+        assert "exercise admonition" in page
+        assert "NotImplementedError" in page
