@@ -11,6 +11,7 @@ function (``check.raw``) from freshly loaded code and records the exception it r
 from __future__ import annotations
 
 import functools
+import types
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def check(func):
             print(f"NOT DONE {func.__name__}: the exercise still raises NotImplementedError")
             raise
         print(f"PASSED {func.__name__}")
-        return True
+        # None, so that a notebook's check cell shows the verdict line only.
 
     verdict.raw = func
     CHECKS[func.__name__] = verdict
@@ -71,6 +72,68 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-6, rtol: float
         raise ExerciseFailed(
             f"{what} is off: at index {tuple(int(i) for i in idx)} got "
             f"{actual[idx]:.6g}, expected {expected[idx]:.6g}.", hint)
+
+
+def expect_own_work(func, *references, hint: str | None = None) -> None:
+    """Raise :class:`ExerciseFailed` when ``func`` calls one of ``references``: rlnotes' own
+    implementation of what the exercise asks the reader to write.
+
+    Looks at the names ``func``'s code uses (nested functions and lambdas included), resolved in
+    its globals and closure, one attribute deep into modules (``rlnotes.mdp.value_iteration``),
+    and into helper functions the reader wrote (three levels deep). References are compared by
+    module and qualified name, so a reloaded copy of rlnotes matches as well.
+    """
+    if not callable(func):
+        raise ValueError(f"func must be the reader's function, got {type(func).__name__}")
+    if not references:
+        raise ValueError("references must name at least one rlnotes function")
+    for ref in references:
+        if not isinstance(ref, types.FunctionType):
+            raise ValueError(f"references must be functions, got {type(ref).__name__}")
+    banned = {(ref.__module__, ref.__qualname__): ref.__qualname__ for ref in references}
+    for obj in _objects_used(func, depth=3, seen=set()):
+        key = (getattr(obj, "__module__", None), getattr(obj, "__qualname__", None))
+        if key in banned:
+            raise ExerciseFailed(
+                f"Your solution calls rlnotes' own {key[0]}.{banned[key]}, the function the "
+                "exercise asks you to write.",
+                hint or "Write the computation yourself; numpy is all you need.")
+
+
+def _code_names(code) -> set:
+    names = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _objects_used(func, depth: int, seen: set):
+    """The objects ``func`` can reach by name (see :func:`expect_own_work`)."""
+    if not isinstance(func, types.FunctionType) or id(func) in seen:
+        return
+    seen.add(id(func))
+    names = _code_names(func.__code__)
+    scope = dict(func.__globals__)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    for name in names:
+        if name not in scope:
+            continue
+        obj = scope[name]
+        yield obj
+        if isinstance(obj, types.ModuleType):
+            for attr in names:
+                inner = getattr(obj, attr, None)
+                yield inner
+                if isinstance(inner, types.ModuleType):
+                    yield from (getattr(inner, a, None) for a in names)
+        elif depth > 0 and isinstance(obj, types.FunctionType) and not str(
+                getattr(obj, "__module__", "")).startswith("rlnotes"):
+            yield from _objects_used(obj, depth - 1, seen)
 
 
 def _to_numpy(x):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlnotes import mdp as _mdp
-from rlnotes.exercises.core import ExerciseFailed, check
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
 
 __all__ = ["check_policy_evaluation", "check_q_values", "check_value_iteration"]
 
@@ -104,6 +104,8 @@ def _undiscounted(mdp):
 def check_policy_evaluation(my_policy_evaluation):
     """``my_policy_evaluation(mdp, policy, tol=1e-10)`` returns V^pi, shape (S,), for an (S, A)
     matrix of action probabilities, by repeated Bellman expectation backups."""
+    expect_own_work(my_policy_evaluation, _mdp.policy_evaluation, _mdp.iterative_policy_evaluation,
+                    _mdp.bellman_expectation_backup)
     for i, mdp in enumerate(_cases()):
         pi = _random_policy(mdp, seed=100 + i)
         S = mdp.num_states
@@ -126,6 +128,7 @@ def check_policy_evaluation(my_policy_evaluation):
 def check_q_values(my_q_values):
     """``my_q_values(mdp, V)`` returns Q, shape (S, A), with
     Q[s, a] = R[s, a] + gamma * sum_s2 P[s, a, s2] V[s2]."""
+    expect_own_work(my_q_values, _mdp.q_values)
     rng = np.random.default_rng(7)
     for i, mdp in enumerate(_cases()):
         S, A = mdp.num_states, mdp.num_actions
@@ -149,6 +152,8 @@ def check_q_values(my_q_values):
 def check_value_iteration(my_value_iteration):
     """``my_value_iteration(mdp, tol=1e-10)`` returns ``(V, policy)``: V within tol of V* and an
     (S,) array of greedy (optimal) actions."""
+    expect_own_work(my_value_iteration, _mdp.value_iteration, _mdp.policy_iteration,
+                    _mdp.bellman_optimality_backup)
     for i, mdp in enumerate(_cases()):
         S, A = mdp.num_states, mdp.num_actions
         result = my_value_iteration(mdp, 1e-10)

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlnotes import tabular
-from rlnotes.exercises.core import ExerciseFailed, check, expect
+from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work
 
 __all__ = ["check_td0_update", "check_sarsa_update", "check_q_learning_update"]
 
@@ -70,6 +70,7 @@ def _cases(seed: int, S: int, A: int, n: int = 12):
 def check_td0_update(my_td0_update):
     """``my_td0_update(V, s, r, s_next, terminated, alpha, gamma)`` returns V after one TD(0)
     update of V[s] (updating V in place is allowed)."""
+    expect_own_work(my_td0_update, tabular.td_update, tabular.td_target)
     for case in _cases(seed=1, S=6, A=0):
         V, s, s2 = case["table"], case["s"], case["s2"]
         r, term, alpha, gamma = case["r"], case["terminated"], case["alpha"], case["gamma"]
@@ -94,6 +95,7 @@ def check_td0_update(my_td0_update):
 def check_sarsa_update(my_sarsa_update):
     """``my_sarsa_update(Q, s, a, r, s_next, a_next, terminated, alpha, gamma)`` returns Q after
     one SARSA update of Q[s, a] (updating Q in place is allowed)."""
+    expect_own_work(my_sarsa_update, tabular.td_update, tabular.sarsa_target)
     for case in _cases(seed=2, S=5, A=3):
         Q, s, a, s2, a2 = case["table"], case["s"], case["a"], case["s2"], case["a2"]
         r, term, alpha, gamma = case["r"], case["terminated"], case["alpha"], case["gamma"]
@@ -141,6 +143,7 @@ def check_q_learning_update(my_q_learning_update, seeds=(0, 1, 2), num_episodes:
     Q-learning update of Q[s, a]. Then it must learn the non-slippery FrozenLake: with
     alpha = 0.5, epsilon = 0.1, gamma = 0.99 and ``num_episodes`` episodes, the greedy policy
     reaches the goal with probability 1 for every seed in ``seeds``."""
+    expect_own_work(my_q_learning_update, tabular.td_update, tabular.q_learning_target)
     for case in _cases(seed=3, S=5, A=3):
         Q, s, a, s2 = case["table"], case["s"], case["a"], case["s2"]
         r, term, alpha, gamma = case["r"], case["terminated"], case["alpha"], case["gamma"]

@@ -299,9 +299,17 @@ def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path)
         for student, source in [("reader", ROOT / m.rel), ("student_edition", tmp_path / "edition" / m.rel)]:
             (subs / student / m.rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, subs / student / m.rel)
+    # A "solution" that calls rlnotes' own value iteration instead of writing one.
+    mdp_rel = next(m.rel for m in masters if Path(m.rel).name == "mdp_dynamic_programming.ipynb")
+    nb = nbformat.read(ROOT / mdp_rel, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def my_value_iteration" in c.source)
+    cell.source = ("import rlnotes.mdp\n\ndef my_value_iteration(mdp, tol=1e-10):\n"
+                   "    return rlnotes.mdp.value_iteration(mdp, tol)\n")
+    (subs / "calls_reference" / mdp_rel).parent.mkdir(parents=True)
+    nbformat.write(nb, subs / "calls_reference" / mdp_rel)
     start = time.monotonic()
     rows = grade(subs, tmp_path / "grades.csv", ROOT, progress=False)
-    per_student = (time.monotonic() - start) / 2
+    per_student = (time.monotonic() - start) / 3
     print(f"real chapters: {per_student:.1f} s per student")
     expected = sum(len(m.exercises) for m in masters)
     reader = [r for r in rows if r.student == "reader"]
@@ -309,4 +317,8 @@ def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path)
     assert len(reader) == len(blank) == expected
     assert all(r.passed == 1 for r in reader), [r for r in reader if not r.passed]
     assert all(r.passed == 0 and "NotImplementedError" in r.detail for r in blank), blank
+    copied = {r.exercise: r for r in rows if r.student == "calls_reference"}
+    assert copied["ex-mdp-value-iteration"].passed == 0
+    assert "rlnotes' own rlnotes.mdp.value_iteration" in copied["ex-mdp-value-iteration"].detail
+    assert copied["ex-mdp-q-values"].passed == 1 and copied["ex-mdp-policy-evaluation"].passed == 1
     assert per_student < 120

@@ -30,7 +30,7 @@ def evaluation(mdp, policy, tol=1e-10, *, gamma=None, backup="mean", rule="contr
 
 
 def test_policy_evaluation_check_accepts_correct():
-    assert check_policy_evaluation(evaluation) is True
+    assert check_policy_evaluation(evaluation) is None
 
 
 @pytest.mark.parametrize("wrong, hint", [
@@ -63,7 +63,7 @@ def test_policy_evaluation_check_rejects_transposed_p_and_bad_shapes():
 # ------------------------------------------------------------------------ Q from V
 
 def test_q_values_check():
-    assert check_q_values(lambda mdp, V: mdp.R + mdp.gamma * mdp.P @ V) is True
+    assert check_q_values(lambda mdp, V: mdp.R + mdp.gamma * mdp.P @ V) is None
     cases = {
         FORGOT_GAMMA: lambda mdp, V: mdp.R + mdp.P @ V,
         TRANSPOSED_P: lambda mdp, V: mdp.R + mdp.gamma * np.einsum("tas,t->sa", mdp.P, V),
@@ -98,7 +98,7 @@ def vi(mdp, tol=1e-10, *, gamma=None, backup="max", policy_from="final", rule="c
 
 
 def test_value_iteration_check_accepts_correct():
-    assert check_value_iteration(vi) is True
+    assert check_value_iteration(vi) is None
 
 
 @pytest.mark.parametrize("wrong, hint", [
