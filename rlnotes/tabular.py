@@ -204,10 +204,12 @@ def greedy_policy(Q) -> np.ndarray:
 
 
 def td_target(reward, next_value, terminated, gamma: float):
-    r"""The one-step bootstrapped target $r_{t+1} + \gamma\,(1 - d_{t+1})\,\hat v(s_{t+1})$.
+    r"""The one-step bootstrapped target $r_{t+1} + \gamma\,(1 - d_t)\,V(s_{t+1})$.
 
-    ``terminated`` is the done mask $d_{t+1}$: 1 (True) when $s_{t+1}$ is terminal, whose value
-    is 0, so there is nothing to bootstrap from. A time-limit truncation is *not* termination:
+    ``terminated`` is the done mask $d_t$: 1 (True) when the transition from $s_t$ ends in a
+    terminal state $s_{t+1}$, whose value is 0, so there is nothing to bootstrap from.
+    ``next_value`` is the estimate of $s_{t+1}$ ($V(s_{t+1})$, or a value built from
+    $Q(s_{t+1}, \cdot)$). A time-limit truncation is *not* termination:
     pass ``terminated=False`` then. Scalars or arrays of one shape.
 
     | argument | shape |
@@ -238,7 +240,7 @@ def td_update(estimate, target, alpha: float):
 
 
 def sarsa_target(reward, q_next, a_next, terminated, gamma: float):
-    r"""SARSA's target $r_{t+1} + \gamma\,(1 - d_{t+1})\,Q(s_{t+1}, a_{t+1})$, with $a_{t+1}$ the
+    r"""SARSA's target $r_{t+1} + \gamma\,(1 - d_t)\,Q(s_{t+1}, a_{t+1})$, with $a_{t+1}$ the
     action the behaviour policy takes next.
 
     | argument | shape |
@@ -257,7 +259,7 @@ def sarsa_target(reward, q_next, a_next, terminated, gamma: float):
 
 
 def q_learning_target(reward, q_next, terminated, gamma: float):
-    r"""Q-learning's target $r_{t+1} + \gamma\,(1 - d_{t+1})\max_a Q(s_{t+1}, a)$.
+    r"""Q-learning's target $r_{t+1} + \gamma\,(1 - d_t)\max_a Q(s_{t+1}, a)$.
 
     | argument | shape |
     | --- | --- |
@@ -272,7 +274,7 @@ def q_learning_target(reward, q_next, terminated, gamma: float):
 
 
 def expected_sarsa_target(reward, q_next, terminated, gamma: float, epsilon: float):
-    r"""Expected SARSA's target $r_{t+1} + \gamma\,(1 - d_{t+1})\sum_a \pi(a \mid s_{t+1})\,
+    r"""Expected SARSA's target $r_{t+1} + \gamma\,(1 - d_t)\sum_a \pi(a \mid s_{t+1})\,
     Q(s_{t+1}, a)$ with $\pi$ the epsilon-greedy policy of :func:`epsilon_greedy_probs`.
 
     | argument | shape |
@@ -324,9 +326,10 @@ def td0_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 
                    V0=None, seed: int | None = None) -> np.ndarray:
     r"""TD(0) prediction of $V^\pi$: after every step,
 
-    $$V(s_t) \leftarrow V(s_t) + \alpha\,\big[r_{t+1} + \gamma V(s_{t+1}) - V(s_t)\big]$$
+    $$V(s_t) \leftarrow V(s_t)
+      + \alpha\,\big[r_{t+1} + \gamma\,(1 - d_t)\,V(s_{t+1}) - V(s_t)\big]$$
 
-    (no bootstrap when $s_{t+1}$ is terminal; bootstrap when the episode is only truncated).
+    ($d_t = 1$ when $s_{t+1}$ is terminal: no bootstrap; a truncated episode still bootstraps).
 
     | argument | shape |
     | --- | --- |
@@ -433,7 +436,7 @@ def sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: float = 1
     after every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
-      + \gamma Q(s_{t+1}, a_{t+1}) - Q(s_t, a_t)\big]$$
+      + \gamma\,(1 - d_t)\,Q(s_{t+1}, a_{t+1}) - Q(s_t, a_t)\big]$$
 
     with $a_{t+1}$ the action the epsilon-greedy policy then takes (no bootstrap from a
     terminal state; bootstrap on truncation).
@@ -469,7 +472,7 @@ def q_learning(env, num_episodes: int, alpha: float, epsilon: float, gamma: floa
     every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
-      + \gamma \max_a Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
+      + \gamma\,(1 - d_t) \max_a Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
 
     (no bootstrap from a terminal state; bootstrap on truncation).
 
@@ -502,7 +505,7 @@ def expected_sarsa(env, num_episodes: int, alpha: float, epsilon: float, gamma: 
     r"""Expected SARSA (van Seijen et al., 2009): act epsilon-greedily and after every step
 
     $$Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \alpha\,\big[r_{t+1}
-      + \gamma \textstyle\sum_a \pi(a \mid s_{t+1}) Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
+      + \gamma\,(1 - d_t) \textstyle\sum_a \pi(a \mid s_{t+1}) Q(s_{t+1}, a) - Q(s_t, a_t)\big]$$
 
     with $\pi$ the epsilon-greedy policy itself (no bootstrap from a terminal state; bootstrap on
     truncation).
@@ -751,7 +754,7 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
     follow ``policy`` (simulated on the toy-text model of ``env``); each gives
 
     - the Monte Carlo target $G_t = r_{t+1} + \gamma r_{t+2} + \dots$ (the whole return), and
-    - the TD target $r_{t+1} + \gamma\,(1 - d_{t+1})\,V(s_{t+1})$ (one step, then the current
+    - the TD target $r_{t+1} + \gamma\,(1 - d_t)\,V(s_{t+1})$ (one step, then the current
       estimate ``V``).
 
     Their means minus $V^\pi(s)$ are the biases of the two targets, their variances the noise.

@@ -95,6 +95,7 @@ def test_sarsa_correct_passes():
     (lambda Q, s, a, r, s2, a2, d, al, g: _set(Q, (s, a), r + g * (1 - d) * Q[s2, a2]), NO_ALPHA),
     (lambda Q, s, a, r, s2, a2, d, al, g: _set(Q, (s, a), Q[s, a] + al * (r + g * Q[s2, a2] - Q[s, a])), NO_DONE_MASK),
     (lambda Q, s, a, r, s2, a2, d, al, g: _set(Q, (s, a), Q[s, a] + al * (Q[s, a] - r - g * (1 - d) * Q[s2, a2])), WRONG_SIGN),
+    (lambda Q, s, a, r, s2, a2, d, al, g: _set(Q, (s, a), Q[s, a] + al * (r + (1 - d) * Q[s2, a2] - Q[s, a])), NO_GAMMA),
 ])
 def test_sarsa_typical_mistakes(wrong, hint):
     fails_with(check_sarsa_update, wrong, hint)

@@ -288,6 +288,32 @@ def test_example_6_2_td_beats_mc(rms_curves):
     # the largest TD step size learns fastest at first, then levels off above alpha = 0.05
     assert rms_curves["TD", 0.15][10] < rms_curves["TD", 0.05][10]
     assert rms_curves["TD", 0.15][100] > rms_curves["TD", 0.05][100]
+    # the chapter's ordering: after 10 episodes larger TD steps have lower errors, after 100 higher
+    assert np.all(np.diff(td[:, 10]) < 0) and np.all(np.diff(td[:, 100]) > 0)
+    # among the MC curves, alpha = 0.04 is lowest after 10 episodes and highest after 100
+    assert mc[3, 10] == mc[:, 10].min() and mc[3, 100] == mc[:, 100].max()
+
+
+def test_td_and_mc_batches_see_the_same_episodes(monkeypatch):
+    """The chapter's common random numbers: with one seed, TD(0) and MC (any alpha) draw the same
+    actions, hence play the same episodes, because the random walk's policy ignores V."""
+    drawn = []
+    original = tb._sample_actions
+
+    def recording(probs, rng):
+        a = original(probs, rng)
+        drawn[-1].append(a.copy())
+        return a
+
+    monkeypatch.setattr(tb, "_sample_actions", recording)
+    for f, alpha in ((tb.td0_prediction_batch, 0.05), (tb.mc_prediction_batch, 0.01),
+                     (tb.mc_prediction_batch, 0.04)):
+        drawn.append([])
+        kwargs = dict(first_visit=False) if f is tb.mc_prediction_batch else {}
+        f(walk(), uniform_policy(), 20, 10, alpha, V0=V0_WALK, seed=1, **kwargs)
+    assert len(drawn[0]) == len(drawn[1]) == len(drawn[2]) > 10
+    for other in drawn[1:]:
+        assert all(np.array_equal(x, y) for x, y in zip(drawn[0], other))
 
 
 def test_first_visit_mc_against_every_visit(rms_curves):
@@ -372,7 +398,15 @@ def test_q_learning_on_frozen_lake_matches_the_optimum():
     optimum = tb.expected_return(env, pi_star)            # ... within the 100-step limit
     assert optimum == pytest.approx(0.7402, abs=1e-4)
     Q, _ = tb.q_learning(env, 5000, 0.1, 0.1, gamma=0.99, seed=0)
-    assert tb.expected_return(env, tb.greedy_policy(Q)) >= 0.9 * optimum
+    learned = tb.expected_return(env, tb.greedy_policy(Q))
+    assert learned >= 0.9 * optimum
+    assert abs(learned - optimum) < 1e-4  # with this seed it matches to four decimals
+    # the best success probability for an agent that knows the number of steps left
+    m = tb.toy_text_model(env)
+    u = np.zeros(16)
+    for _ in range(100):
+        u = (m.prob * (m.reward + ~m.terminated * u[m.next_state])).sum(-1).max(1)
+    assert u[0] == pytest.approx(0.7442, abs=1e-4) and u[0] > optimum
 
 
 def test_value_iteration_gamma_one_and_first_action_ties_trap():
@@ -434,6 +468,60 @@ def test_example_6_6_greedy_paths(cliff_runs):
     e_mode = Counter(_paths(cliff_runs["expected_sarsa"][0])).most_common(1)[0][0]
     assert len(e_mode) - 1 == 15 and e_mode[-1] == 47  # one row further from the edge than Q-learning
     assert len(safe) == 86  # the number the chapter prints
+
+
+def test_example_6_6_epsilon_greedy_optimum_is_expected_sarsa_path(cliff_runs):
+    """The fixed point of the expected SARSA backup (the values of the epsilon-greedy policy of
+    Q itself, epsilon = 0.1) has the 15-step greedy path one row from the edge row, the most
+    common greedy path of expected SARSA; SARSA's most common path is longer."""
+    m = tb.toy_text_model(cliff())
+    Q = np.zeros((48, 4))
+    for _ in range(1000):
+        V = (tb.epsilon_greedy_probs(Q, 0.1) * Q).sum(1)
+        Q_new = (m.prob * (m.reward + ~m.terminated * V[m.next_state])).sum(-1)
+        Q, change = Q_new, np.abs(Q_new - Q).max()
+    assert change < 1e-9
+    path = tuple(tb.greedy_path(cliff(), Q)[0])
+    assert len(path) - 1 == 15 and all(12 <= s < 24 for s in path[2:-2])  # along row 1
+    assert path == Counter(_paths(cliff_runs["expected_sarsa"][0])).most_common(1)[0][0]
+    assert len(Counter(_paths(cliff_runs["sarsa"][0])).most_common(1)[0][0]) - 1 > 15
+
+
+def _control_with_decaying_epsilon(method, num_episodes, seed):
+    """SARSA or Q-learning on the cliff with epsilon_k = 0.1 / k in episode k, alpha = 0.5."""
+    env = cliff()
+    rng = np.random.default_rng(seed)
+    Q = np.zeros((48, 4))
+    returns = []
+    for k in range(1, num_episodes + 1):
+        eps = 0.1 / k
+        s, _ = env.reset(seed=seed if k == 1 else None)
+        a = tb.epsilon_greedy(Q[s], eps, rng)
+        done, G = False, 0.0
+        while not done:
+            s2, r, terminated, truncated, _ = env.step(a)
+            G += r
+            a2 = tb.epsilon_greedy(Q[s2], eps, rng)
+            if method == "sarsa":
+                target = tb.sarsa_target(r, Q[s2], a2, terminated, 1.0)
+            else:
+                target = tb.q_learning_target(r, Q[s2], terminated, 1.0)
+            Q[s, a] = tb.td_update(Q[s, a], target, 0.5)
+            s, a, done = s2, a2, terminated or truncated
+        returns.append(G)
+    return Q, np.array(returns)
+
+
+def test_exercise_cliff_decaying_epsilon():
+    """Exercise ex-td-cliff-epsilon: with epsilon_k = 0.1 / k, Q-learning keeps the optimal
+    13-step path and its online return nears -13; SARSA keeps the safe 15-step path (return
+    -15) instead of moving to the edge; the gap of about 20 shrinks to about 2."""
+    for seed in range(3):
+        for method, steps in (("q_learning", 13), ("sarsa", 15)):
+            Q, R = _control_with_decaying_epsilon(method, 500, seed)
+            path, ret = tb.greedy_path(cliff(), Q)
+            assert len(path) - 1 == steps and ret == -steps
+            assert -steps - 1 < R[-100:].mean() <= -steps
 
 
 def test_batch_control_matches_single_runs_statistically(cliff_runs):
