@@ -139,8 +139,8 @@ class TabularMDP:
     r"""A finite MDP :math:`(\mathcal S, \mathcal A, P, R, \gamma)` given by tables.
 
     .. math::
-        P[s, a, s'] = \Pr(S_{t+1} = s' \mid S_t = s, A_t = a), \qquad
-        R[s, a] = \E[R_{t+1} \mid S_t = s, A_t = a].
+        P[s, a, s'] = \Pr(s_{t+1} = s' \mid s_t = s, a_t = a), \qquad
+        R[s, a] = \E[r_{t+1} \mid s_t = s, a_t = a].
 
     ==========  ==========  ================================================================
     argument    shape       meaning
@@ -444,17 +444,17 @@ def q_values(mdp: TabularMDP, V):
 
 
 def bellman_expectation_backup(mdp: TabularMDP, V, policy):
-    r"""One Bellman expectation backup, :math:`T^\pi V`.
+    r"""One Bellman expectation backup, :math:`\mathcal{T}^\pi V`.
 
     .. math::
-        (T^\pi V)(s) = \sum_a \pi(a \mid s) \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+        (\mathcal{T}^\pi V)(s) = \sum_a \pi(a \mid s) \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
 
     ==========  ===============  ========================================================
     argument    shape            meaning
     ==========  ===============  ========================================================
     ``V``       (S,)             state values
     ``policy``  (S, A) or (S,)   action probabilities, or one action per state
-    returns     (S,)             :math:`T^\pi V`, the same kind and dtype as ``V``
+    returns     (S,)             :math:`\mathcal{T}^\pi V`, the same kind and dtype as ``V``
     ==========  ===============  ========================================================
 
     Defined in: MDPs and dynamic programming, section Iterative policy evaluation.
@@ -466,16 +466,16 @@ def bellman_expectation_backup(mdp: TabularMDP, V, policy):
 
 
 def bellman_optimality_backup(mdp: TabularMDP, V):
-    r"""One Bellman optimality backup, :math:`T V`.
+    r"""One Bellman optimality backup, :math:`\mathcal{T} V`.
 
     .. math::
-        (T V)(s) = \max_a \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+        (\mathcal{T} V)(s) = \max_a \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
 
     =========  ======  ==============================================
     argument   shape   meaning
     =========  ======  ==============================================
     ``V``      (S,)    state values
-    returns    (S,)    :math:`T V`, the same kind and dtype as ``V``
+    returns    (S,)    :math:`\mathcal{T} V`, the same kind and dtype as ``V``
     =========  ======  ==============================================
 
     Defined in: MDPs and dynamic programming, section Value iteration.
@@ -579,10 +579,11 @@ def policy_evaluation(mdp: TabularMDP, policy, tol=1e-10):
         V^\pi = (I - \gamma P_\pi)^{-1} R_\pi,
 
     with :math:`P_\pi[s, s'] = \sum_a \pi(a \mid s) P[s, a, s']` and
-    :math:`R_\pi[s] = \sum_a \pi(a \mid s) R[s, a]`. The linear solve is refined until the
-    Bellman residual is below ``tol``. With ``gamma = 1``, V = 0 on the closed zero-reward states
-    of the policy and the system is solved on the rest; a policy that some state never ends
-    (its return is not finite) raises ``ValueError`` naming gamma.
+    :math:`R_\pi[s] = \sum_a \pi(a \mid s) R[s, a]`. With ``gamma < 1`` the solution of the
+    linear system is refined (at most three steps) while its Bellman residual exceeds ``tol``.
+    With ``gamma = 1``, V = 0 on the closed zero-reward states of the policy and the system is
+    solved on the rest; a policy that some state never ends (its return is not finite) raises
+    ``ValueError`` naming gamma.
 
     ==========  ===============  ============================================================
     argument    shape            meaning
@@ -614,6 +615,7 @@ def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=1
     ==============  ===============  ====================================================
     argument        shape            meaning
     ==============  ===============  ====================================================
+    ``mdp``         .                a :class:`TabularMDP`
     ``policy``      (S, A) or (S,)   probabilities or one action per state
     ``tol``         scalar > 0       accuracy
     ``max_sweeps``  int >= 1         raises ``ValueError`` if not converged by then
@@ -699,8 +701,8 @@ def policy_iteration(mdp: TabularMDP):
     Alternate exact policy evaluation, :math:`V^{\pi_i} = (I - \gamma P_{\pi_i})^{-1} R_{\pi_i}`,
     and greedy improvement, :math:`\pi_{i+1}(s) = \argmax_a Q^{\pi_i}(s, a)`, until the policy
     is stable (see :func:`policy_iteration_trace`). The returned policy is the greedy policy of
-    the final V with ties to the lowest index (as in :func:`greedy_policy`), so policy and value
-    iteration return the same policy.
+    the final V with ties broken as in :func:`greedy_policy`, so policy and value iteration
+    return the same policy.
 
     =========  =================  ======================================================
     argument   shape              meaning
@@ -729,7 +731,8 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
     factor: when a sweep changes V by less than ``tol``, the greedy policy is evaluated exactly,
     and that value is returned if it satisfies the Bellman optimality equation within ``tol``;
     sweeps that stop shrinking (a loop that earns reward forever) raise ``ValueError`` naming
-    gamma. The policy is the greedy policy of V, ties to the lowest action index.
+    gamma. The policy is the greedy policy of V, ties broken as in :func:`greedy_policy` (the
+    lowest action index; with ``gamma = 1`` first an action that moves towards termination).
 
     =========  =================  ======================================================
     argument   shape              meaning
@@ -839,7 +842,7 @@ def random_mdp(num_states: int, num_actions: int, gamma: float = 0.9, *, seed: i
 
 def rollout_returns(env, policy, num_episodes: int, gamma: float = 1.0, *, seed: int = 0,
                     max_steps: int = 100_000) -> np.ndarray:
-    r"""Discounted returns :math:`G_0 = \sum_t \gamma^t R_{t+1}` of episodes played in ``env``
+    r"""Discounted returns :math:`G_0 = \sum_t \gamma^t r_{t+1}` of episodes played in ``env``
     with a deterministic tabular policy, for Monte Carlo checks of computed values.
 
     ==================  ======  =================================================================

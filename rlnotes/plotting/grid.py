@@ -34,6 +34,8 @@ def cell_labels(desc, show: str = "GTH#") -> dict:
     FrozenLake or of :class:`rlnotes.envs.gridworld.GridWorldEnv`), or a list of strings.
     Only the letters in ``show`` are labelled (goal, trap, hole and wall by default; add ``S``
     for the start cell).
+
+    Defined in: MDPs and dynamic programming, section Two environments.
     """
     rows = ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in row) for row in desc]
     ncol = len(rows[0])
@@ -62,6 +64,8 @@ def plot_value_grid(V, shape, *, policy=None, ax=None, hide=None, labels=None, a
     ==============  ===============  ================================================================
 
     Returns the matplotlib ``Axes``.
+
+    Defined in: MDPs and dynamic programming, section Two environments.
     """
     V = _numpy(V, "V").astype(np.float64)
     if len(shape) != 2 or int(shape[0]) * int(shape[1]) != V.size or V.ndim != 1:
