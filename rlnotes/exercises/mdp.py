@@ -32,6 +32,12 @@ NOT_FIXED_POINT = ("The result does not satisfy its Bellman equation: check the 
                    "V(s) = sum_a pi(a|s) (R[s, a] + gamma * sum_s2 P[s, a, s2] V[s2]).")
 
 
+#: The tolerance the checks pass to the reader's functions, and how far from the exact answer a
+#: result may be: the exercises ask for V within tol of the true values (plus rounding slack).
+_TOL = 1e-10
+_WITHIN_TOL = _TOL + 1e-13
+
+
 def _cases():
     """Small random MDPs: episodic ones (where even the gamma = 1 mistake converges) first."""
     yield _mdp.random_mdp(6, 3, gamma=0.9, seed=11, terminal_prob=0.3, concentration=0.2)
@@ -109,7 +115,7 @@ def check_policy_evaluation(my_policy_evaluation):
     for i, mdp in enumerate(_cases()):
         pi = _random_policy(mdp, seed=100 + i)
         S = mdp.num_states
-        got = _as_array(my_policy_evaluation(mdp, pi.copy(), 1e-10), "my_policy_evaluation's result",
+        got = _as_array(my_policy_evaluation(mdp, pi.copy(), _TOL), "my_policy_evaluation's result",
                         (S,), "Return V as an array with one value per state.")
         expected = _mdp.policy_evaluation(mdp, pi)
         undiscounted = _undiscounted(mdp)
@@ -121,7 +127,7 @@ def check_policy_evaluation(my_policy_evaluation):
                 lambda V: (pi * (R + gamma * np.einsum("tas,t->sa", P, V))).sum(axis=1), S),
         }
         default = STOPPED_EARLY if _close(got, expected) else NOT_FIXED_POINT
-        _diagnose(got, expected, f"V on test MDP {i}", wrong, default)
+        _diagnose(got, expected, f"V on test MDP {i}", wrong, default, atol=_WITHIN_TOL)
 
 
 @check
@@ -156,7 +162,7 @@ def check_value_iteration(my_value_iteration):
                     _mdp.bellman_optimality_backup)
     for i, mdp in enumerate(_cases()):
         S, A = mdp.num_states, mdp.num_actions
-        result = my_value_iteration(mdp, 1e-10)
+        result = my_value_iteration(mdp, _TOL)
         if not isinstance(result, tuple) or len(result) != 2:
             raise ExerciseFailed("my_value_iteration must return a pair (V, policy).",
                                  "End with `return V, policy`.")
@@ -171,7 +177,7 @@ def check_value_iteration(my_value_iteration):
         }
         default = (STOPPED_EARLY if _close(got, V_star) else
                    "V is not a fixed point of V(s) = max_a (R[s, a] + gamma * sum_s2 P[s, a, s2] V[s2]).")
-        _diagnose(got, V_star, f"V on test MDP {i}", wrong, default)
+        _diagnose(got, V_star, f"V on test MDP {i}", wrong, default, atol=_WITHIN_TOL)
 
         policy = np.asarray(result[1].detach().cpu().numpy() if hasattr(result[1], "detach")
                             else result[1])

@@ -26,6 +26,8 @@ def evaluation(mdp, policy, tol=1e-10, *, gamma=None, backup="mean", rule="contr
             break
         if rule == "loose" and delta < 1e-3:
             break
+        if rule == "naive" and delta < tol:  # no gamma / (1 - gamma) factor
+            break
     return V
 
 
@@ -37,6 +39,7 @@ def test_policy_evaluation_check_accepts_correct():
     (lambda m, p, tol=1e-10: evaluation(m, p, tol, backup="max"), USED_MAX),
     (lambda m, p, tol=1e-10: evaluation(m, p, tol, gamma=1.0), FORGOT_GAMMA),
     (lambda m, p, tol=1e-10: evaluation(m, p, tol, rule="loose"), STOPPED_EARLY),
+    (lambda m, p, tol=1e-10: evaluation(m, p, tol, rule="naive"), STOPPED_EARLY),
 ])
 def test_policy_evaluation_check_rejects_typical_mistakes(wrong, hint, capsys):
     with pytest.raises(core.ExerciseFailed) as err:
@@ -90,6 +93,8 @@ def vi(mdp, tol=1e-10, *, gamma=None, backup="max", policy_from="final", rule="c
         V = V_new
         if rule == "loose" and delta < 1e-3:
             break
+        if rule == "naive" and delta < tol:  # no gamma / (1 - gamma) factor
+            break
         if rule == "contraction" and (delta == 0 or g < 1 and g * delta < tol * (1 - g) or g == 1 and delta < tol):
             break
     if policy_from == "rewards":  # forgot the look-ahead: the myopic policy
@@ -105,6 +110,7 @@ def test_value_iteration_check_accepts_correct():
     (lambda m, tol=1e-10: vi(m, tol, backup="mean"), USED_MEAN),
     (lambda m, tol=1e-10: vi(m, tol, gamma=1.0), FORGOT_GAMMA),
     (lambda m, tol=1e-10: vi(m, tol, rule="loose"), STOPPED_EARLY),
+    (lambda m, tol=1e-10: vi(m, tol, rule="naive"), STOPPED_EARLY),
 ])
 def test_value_iteration_check_rejects_typical_mistakes(wrong, hint):
     with pytest.raises(core.ExerciseFailed) as err:
