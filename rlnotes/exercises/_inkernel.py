@@ -150,6 +150,7 @@ def _prelude():
             continue
         state.watch[name] = (module, _callables(module))
     state.extra = _snapshot_extra()
+    state.threads = set(sys._current_frames())
     dirs = []
     try:
         ip = get_ipython()  # noqa: F821
@@ -222,6 +223,28 @@ def _scan_planted(state, findings, checks):
                         _add(findings, "*", f"{mname}.{key}.{attr} was replaced by code from the notebook")
 
 
+def _cell_thread(frame, cell_dirs):
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<ipython-input") or any(name.startswith(d) for d in cell_dirs):
+            return frame.f_code.co_name
+        frame = frame.f_back
+    return None
+
+
+def _scan_threads(state, findings):
+    """Threads running code from the notebook: they could rewrite results or patch the checks
+    while the checks run, so they make every result of the notebook untrusted."""
+    me = threading.get_ident()
+    for ident, frame in list(sys._current_frames().items()):
+        if ident == me or ident in state.threads:
+            continue
+        where = _cell_thread(frame, state.cell_dirs)
+        if where is not None:
+            _add(findings, "*", f"the notebook left a thread running (in {where}); threads "
+                                "that outlive their cell are not allowed")
+
+
 def _load():
     state = _state()
     checks = PARAMS["checks"]  # noqa: F821  {check name: module name}
@@ -234,6 +257,7 @@ def _load():
     _compare_watch(state, state.watch, findings, restore=True)
     _compare_extra(state, state.extra, findings, restore=True)
     _scan_planted(state, findings, checks)
+    _scan_threads(state, findings)
     # Purge rlnotes and the check modules, then load them afresh.
     old = {n: m for n, m in list(sys.modules.items()) if _is_ours(n)}
     for name in old:
@@ -371,6 +395,7 @@ def _final():
                 _add(findings, "*", f"{shown}.{key} was replaced while the checks ran")
     if list(sys.meta_path) != state.extra_after["meta_path"]:
         _add(findings, "*", "sys.meta_path was changed while the checks ran")
+    _scan_threads(state, findings)
     _write({"findings": findings})
 
 

@@ -301,9 +301,10 @@ class _Run:
         self.cell_errors: dict[int, str] = {}
         self.fatal: str | None = None
         self.untrusted: str | None = None
+        self.cwd = env.workdir / f"work-{tag}"
 
     def _phase(self, kernel, phase: str, timeout: float, **params) -> tuple[dict | None, object]:
-        out = self.env.workdir / f"result-{secrets.token_hex(8)}.json"
+        out = self.cwd / f"result-{secrets.token_hex(8)}.json"
         params.update(phase=phase, out=str(out), state=self.env.state,
                       checks={ex.check.name: self.env.check_module[ex.check.name]
                               for ex in self.master.exercises},
@@ -320,19 +321,12 @@ class _Run:
             code = (f"[s.modules[{state}].run({params!r}) for s in [{sys_chain}] "
                     f"if s.setrecursionlimit(s.modules[{state}].recursion_limit) is None]")
         reply = kernel.run(code, timeout, silent=True)
-        result = None
-        if out.is_file():
-            try:
-                result = json.loads(out.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                result = None
-            out.unlink(missing_ok=True)
-        return result, reply
+        return _read_result(out), reply
 
     def execute(self) -> None:
         from rlnotes.exercises._kernel import LimitedKernel
 
-        cwd = self.env.workdir / f"work-{self.tag}"
+        cwd = self.cwd
         cwd.mkdir(parents=True, exist_ok=True)
         log = self.env.workdir / f"kernel-{self.tag}.log"
         try:
@@ -445,7 +439,8 @@ class _Run:
             res = self.results.get(ex.id, {"passed": False, "detail": "grader error: not graded"})
             passed = bool(res.get("passed"))
             detail = res.get("detail", "")
-            tamper = [msg for scope, msg in self.findings if scope in ("*", ex.check.name)]
+            tamper = list(dict.fromkeys(msg for scope, msg in self.findings
+                                        if scope in ("*", ex.check.name)))
             own = "passed" if passed else f"failed: {detail}"
             if tamper:
                 detail = f"tampering: {'; '.join(tamper[:3])} (the grader's own check {own})"
@@ -464,6 +459,98 @@ class _Run:
                 detail = f"the check's argument is not defined: {detail}"
             rows.append(Row(student, nb, ex.id, int(passed), _one_line(detail)))
         return rows
+
+
+def _read_result(out: Path) -> dict | None:
+    """The JSON result a phase wrote, or None. The kernel may own the folder: no symbolic
+    links, nothing but a regular file, at most 1 MB."""
+    import stat
+
+    try:
+        fd = os.open(out, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 2**20:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            result = json.loads(fh.read(2**20 + 1).decode("utf-8"))
+        return result if isinstance(result, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+        try:
+            out.unlink()
+        except OSError:
+            pass
+
+
+class _Reaper:
+    """Processes a notebook leaves behind. The kernel runs in a session of its own, and the
+    kernel manager kills that whole process group; a process that started a session of its own
+    (a daemon) escapes that. On Linux the grader makes itself a "child subreaper", so orphaned
+    descendants of a kernel become its children, and after each notebook every child of the
+    grader that was not there when grading began is killed."""
+
+    def __init__(self):
+        self.enabled = False
+        self.keep = set()
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            self.enabled = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            self.enabled = False
+        self.keep = set(self.children())
+
+    @staticmethod
+    def children() -> list[int]:
+        me, found = os.getpid(), []
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return found
+        for name in entries:
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    stat = fh.read()
+                ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == me:
+                found.append(int(name))
+        return found
+
+    def reap(self) -> int:
+        """Kill (and wait for) the leftover children; returns how many were killed."""
+        if not self.enabled:
+            return 0
+        import signal
+
+        killed = 0
+        for _ in range(20):
+            extra = [pid for pid in self.children() if pid not in self.keep]
+            if not extra:
+                break
+            for pid in extra:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except OSError:
+                    pass
+            for pid in extra:
+                try:
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+        return killed
 
 
 def _out_of_memory(ename: str, evalue: str) -> bool:
@@ -533,6 +620,7 @@ def grade(submissions_dir, out=None, book_dir=None, *, timeout: float = 300,
             handle.flush()
         with tempfile.TemporaryDirectory(prefix="rlnotes-grade-") as tmp:
             env = _Env(Path(tmp), registry, used, memory_mb, timeout, cell_timeout, check_timeout)
+            env.reaper = _Reaper()
             bar = _progress(students, progress)
             for k, student in enumerate(bar):
                 if hasattr(bar, "set_postfix_str"):
@@ -571,6 +659,10 @@ def _grade_notebook(env: _Env, student: Path, master: _Master, tag: str) -> list
         run.fatal = _one_line(f"grader error: {type(err).__name__}: {err}")
     finally:
         env.restore()
+        reaper = getattr(env, "reaper", None)
+        if reaper is not None and reaper.reap():
+            print(f"warning: {student.name}/{nb} left processes running after its kernel "
+                  "ended; they were killed", file=sys.stderr)
     return run.rows(student.name)
 
 

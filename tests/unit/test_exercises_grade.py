@@ -33,6 +33,24 @@ FAKE_EXEC = ("import json as _json\n"
              "    if 'out' in p:\n"
              "        open(p['out'], 'w').write(_json.dumps({'passed': True, 'findings': []}))\n")
 
+LEAVE_THREAD = ("import threading, os, glob, json\n"
+                "def _spin():\n"
+                "    base = os.path.dirname(os.getcwd())\n"
+                "    while True:\n"
+                "        for p in glob.glob(base + '/**/result-*.json', recursive=True):\n"
+                "            try:\n"
+                "                if '\"passed\": false' in open(p).read():\n"
+                "                    open(p, 'w').write(json.dumps({'passed': True}))\n"
+                "            except Exception:\n"
+                "                pass\n"
+                "threading.Thread(target=_spin, daemon=True).start()\n")
+START_DAEMON = ("import os, subprocess, sys\n"
+                "subprocess.Popen([sys.executable, '-c', 'import os, time\\n"
+                "if os.fork(): os._exit(0)\\n"
+                "open(os.environ[\"RLNOTES_TEST_DAEMON_FILE\"], \"w\").write(str(os.getpid()))\\n"
+                "while True: time.sleep(0.2)'], start_new_session=True).wait()\n")
+_DAEMON = {}
+
 
 def _master(name):
     return nbformat.read(BOOK / "book" / f"{name}.ipynb", as_version=4)
@@ -92,6 +110,10 @@ def _hostile():
                                             "builtins.exec = exec\n"),
         "breaks_builtins_exec": _alpha(6, WRONG_ADD + FAKE_EXEC + "import builtins\n"
                                            "builtins.exec = exec\n"),
+        # A thread that outlives its cell and rewrites every failing result file it can find.
+        "leaves_thread": _alpha(6, WRONG_ADD + LEAVE_THREAD),
+        # A double-forked daemon in a session of its own (out of the kernel's process group).
+        "starts_daemon": _alpha(10, START_DAEMON, insert=True),
     }
 
 
@@ -117,12 +139,14 @@ def graded(tmp_path_factory):
         elif alpha is not None:
             nbformat.write(alpha, folder / "alpha.ipynb")
     out = tmp / "grades.csv"
+    daemon = tmp / "daemon.pid"
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "rlnotes.exercises", "grade", str(subs), "--out", str(out),
          "--book-dir", str(BOOK), "--checks", str(CHECKS), "--cell-timeout", "4",
          "--check-timeout", "4", "--timeout", "60", "--memory-mb", "1024"],
-        capture_output=True, text=True, env=ENV, cwd=tmp)
+        capture_output=True, text=True, env={**ENV, "RLNOTES_TEST_DAEMON_FILE": str(daemon)},
+        cwd=tmp)
     seconds = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out, newline="") as fh:
@@ -132,6 +156,7 @@ def graded(tmp_path_factory):
     print(out.read_text())
     print(proc.stdout)
     print(f"graded {len({r['student'] for r in rows})} students in {seconds:.1f} s")
+    _DAEMON['pid_file'] = daemon
     return header, rows, proc
 
 
@@ -201,6 +226,8 @@ def test_every_hostile_submission_still_gets_its_other_notebook_graded(graded):
     ("patches_builtins_exec", "ex-alpha-add", ["tampering", "builtins.exec", "own check failed"]),
     ("breaks_builtins_exec", "ex-alpha-add", ["tampering", "did not run"]),
     ("breaks_builtins_exec", "ex-alpha-mean", ["tampering", "did not run"]),
+    ("leaves_thread", "ex-alpha-add", ["tampering", "thread running"]),
+    ("leaves_thread", "ex-alpha-mean", ["tampering", "thread running"]),
 ])
 def test_hostile_submission_gets_a_recorded_failure_with_its_reason(graded, student, exercise, words):
     _, rows, _ = graded
@@ -208,6 +235,20 @@ def test_hostile_submission_gets_a_recorded_failure_with_its_reason(graded, stud
     assert row["passed"] == "0", row
     for word in words:
         assert word in row["detail"], (word, row)
+
+
+def test_a_daemon_started_by_a_notebook_does_not_outlive_the_grading(graded):
+    _, rows, proc = graded
+    daemon = _DAEMON['pid_file']
+    assert daemon.is_file(), "the daemon never started"
+    pid = int(daemon.read_text())
+    state = ""
+    if Path(f"/proc/{pid}/stat").exists():
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = stat[stat.rindex(")") + 2]
+    assert state in ("", "Z"), f"daemon {pid} still running"
+    assert "left processes running" in proc.stderr
+    assert _by(rows, "starts_daemon")["ex-alpha-add"]["passed"] == "1"
 
 
 def test_a_failure_in_one_exercise_leaves_the_others_graded(graded):
