@@ -4,8 +4,9 @@ The kernel is an ordinary ``ipykernel`` started by ``jupyter_client`` with a lau
 our own: a few lines of Python that set ``RLIMIT_DATA`` (heap and private anonymous mappings:
 the memory limit), ``RLIMIT_AS`` (address space, a backstop for shared anonymous mappings; set
 well above the memory limit because importing torch maps several hundred MB of libraries),
-``RLIMIT_FSIZE`` (no file above 1 GiB) and ``RLIMIT_CORE`` (no core dumps), and then start
-ipykernel. The kernel runs in its own session (process group), so a kill reaches anything it
+``RLIMIT_FSIZE`` (no file above 1 GiB) and ``RLIMIT_CORE`` (no core dumps), and then fork:
+the child becomes ipykernel, the parent waits for it and passes on its exit status, so that the
+kernel's parent is not the grader (a notebook killing ``os.getppid()`` fails only itself). The kernel runs in its own session (process group), so a kill reaches anything it
 spawned in that group. Outputs are never collected: the grader only reads each request's reply
 status (ok / error with the exception name and value), so a notebook that floods its output
 cannot exhaust the grader's memory, and nothing the notebook prints can influence a grade.
@@ -39,6 +40,28 @@ _lim(resource.RLIMIT_AS, 2 * _mem + 2**30)
 _lim(resource.RLIMIT_FSIZE, 2**30)
 _lim(resource.RLIMIT_CORE, 0)
 del _lim, _mem
+import signal
+_child = os.fork()
+if _child:
+    # This small process stays the kernel's parent, so a notebook that kills its parent
+    # (os.kill(os.getppid(), ...)) ends its own grading, not the grader. Interrupts reach the
+    # kernel through the process group; this process ignores them and passes on exit status.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(_child, signal.SIGTERM))
+    while True:
+        try:
+            _status = os.waitpid(_child, 0)[1]
+            break
+        except InterruptedError:
+            continue
+    _code = os.waitstatus_to_exitcode(_status)
+    if _code < 0:
+        try:
+            signal.signal(-_code, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), -_code)
+    os._exit(_code)
 from ipykernel.kernelapp import launch_new_instance
 launch_new_instance()
 """

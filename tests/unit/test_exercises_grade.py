@@ -101,6 +101,7 @@ def _hostile():
                                        "'def check_add(f):\\n    pass\\n')\n"),
         "prints_fake_pass": fake,
         "exits": _alpha(10, "exit()", insert=True),
+        "kills_parent": _alpha(10, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", insert=True),
         "prints_forever": _alpha(6, "while True:\n    print('x' * 100)\n", insert=True),
         # An exec of its own, in the notebook or in builtins, that writes a fake result.
         "shadows_exec": _alpha(6, WRONG_ADD + FAKE_EXEC),
@@ -249,6 +250,15 @@ def test_a_daemon_started_by_a_notebook_does_not_outlive_the_grading(graded):
     assert state in ("", "Z"), f"daemon {pid} still running"
     assert "left processes running" in proc.stderr
     assert _by(rows, "starts_daemon")["ex-alpha-add"]["passed"] == "1"
+
+
+def test_a_notebook_that_kills_its_parent_does_not_kill_the_grader(graded):
+    """The kernel's parent is a small launcher process, not the grader: killing it leaves the
+    grader (and the kernel) running, and the notebook is graded on its merits (correct here)."""
+    _, rows, proc = graded
+    assert proc.returncode == 0
+    assert {r["exercise"]: r["passed"] for r in rows if r["student"] == "kills_parent"} == {
+        "ex-alpha-add": "1", "ex-alpha-mean": "1", "ex-beta-discount": "1"}
 
 
 def test_a_failure_in_one_exercise_leaves_the_others_graded(graded):
