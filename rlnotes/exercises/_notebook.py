@@ -283,6 +283,24 @@ def exercise_labels(text: str) -> list[str]:
     return labels
 
 
+def cells_with_labels(cells):
+    """Yield ``(index, cell, kind, text, label)`` for each cell, where ``label`` is the
+    ``:label:`` of the nearest ``{exercise}`` block at or before the cell (None before the first).
+
+    The one definition of which exercise a cell belongs to, shared by the student edition (the
+    stub names it) and the grader (it is the exercise's id in ``grades.csv``).
+    """
+    label = None
+    for i, cell in enumerate(cells):
+        kind = cell.get("cell_type")
+        text = cell_text(cell)
+        if kind == "markdown":
+            labels = exercise_labels(text)
+            if labels:
+                label = labels[-1]
+        yield i, cell, kind, text, label
+
+
 def find_exercises(nb, is_check=default_is_check, where: str = "notebook") -> tuple[list[Exercise], list[str]]:
     """The coding exercises of a master notebook, and warnings about regions that are not graded.
 
@@ -294,17 +312,9 @@ def find_exercises(nb, is_check=default_is_check, where: str = "notebook") -> tu
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise ValueError(f"nb must be a notebook (a dict with a 'cells' list), got {type(nb).__name__}")
-    label = None
     found: list[Exercise] = []
     warnings: list[str] = []
-    for i, cell in enumerate(cells):
-        kind = cell.get("cell_type")
-        text = cell_text(cell)
-        if kind == "markdown":
-            labels = exercise_labels(text)
-            if labels:
-                label = labels[-1]
-            continue
+    for i, cell, kind, text, label in cells_with_labels(cells):
         if kind != "code" or not solution_regions(text, f"{where}, cell {i}"):
             continue
         nxt = next((j for j in range(i + 1, len(cells)) if cells[j].get("cell_type") == "code"), None)

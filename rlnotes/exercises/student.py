@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlnotes.exercises._notebook import (
-    _SKIP_DIRS, FormatError, cell_text, chapter_notebooks, check_book_dir, exercise_labels,
+    _SKIP_DIRS, FormatError, cells_with_labels, chapter_notebooks, check_book_dir,
     solution_regions, strip_written_solutions, stub_regions,
 )
 
@@ -83,15 +83,9 @@ def student_notebook(nb, where: str = "notebook") -> StudentNotebook:
     out = copy.deepcopy(nb)
     result = StudentNotebook(out)
     cells = []
-    label = None
     gate = False
-    for i, cell in enumerate(out["cells"]):
-        kind = cell.get("cell_type")
-        text = cell_text(cell)
+    for i, cell, kind, text, label in cells_with_labels(out["cells"]):
         if kind == "markdown":
-            labels = exercise_labels(text)
-            if labels:
-                label = labels[-1]
             new, removed, gate = strip_written_solutions(text, gate)
             result.removed_solutions += removed
             if new != text:
