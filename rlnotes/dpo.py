@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlnotes._validate import require_float_tensor, require_in_range, require_ndim, require_same_shape
-from rlnotes.ppo import _check_mask, _require_finite_where
+from rlnotes._losses import check_mask, require_finite_where
 
 __all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob"]
 
@@ -34,8 +34,8 @@ def sequence_logprob(token_logp, mask):
     """
     require_float_tensor(token_logp, "token_logp")
     require_ndim(token_logp, "token_logp", 2)
-    mask = _check_mask(mask, token_logp, "token_logp")
-    _require_finite_where(token_logp, "token_logp", mask)
+    mask = check_mask(mask, token_logp, "token_logp")
+    require_finite_where(token_logp, "token_logp", mask)
     return torch.where(mask, token_logp, torch.zeros_like(token_logp)).sum(dim=1)
 
 

@@ -23,8 +23,7 @@ from rlnotes._validate import (
     require_ndim,
     require_tensor,
 )
-from rlnotes.kl import _k3
-from rlnotes.ppo import _check_like, _check_logp, _check_mask, _clipped_objective, _require_finite_where
+from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, k3, require_finite_where
 
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty"]
 
@@ -239,11 +238,11 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
 
     Defined in: GRPO, Dr. GRPO and DAPO, section The GRPO loss and its variants.
     """
-    logp = _check_logp(logp)
+    logp = check_logp(logp)
     require_ndim(logp, "logp", 2)
     B, T = logp.shape
-    mask = _check_mask(mask, logp)
-    old_logp = logp.detach() if old_logp is None else _check_like(old_logp, "old_logp", logp, "logp")
+    mask = check_mask(mask, logp)
+    old_logp = logp.detach() if old_logp is None else check_like(old_logp, "old_logp", logp, "logp")
     require_float_tensor(advantages, "advantages")
     if tuple(advantages.shape) != (B,):
         raise ValueError(
@@ -261,11 +260,11 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     if beta > 0:
         if ref_logp is None:
             raise ValueError("ref_logp must be given when beta > 0 (the KL penalty needs pi_ref)")
-        ref_logp = _check_like(ref_logp, "ref_logp", logp, "logp")
+        ref_logp = check_like(ref_logp, "ref_logp", logp, "logp")
     elif ref_logp is not None:
-        _check_like(ref_logp, "ref_logp", logp, "logp")
-    _require_finite_where(logp, "logp", mask)
-    _require_finite_where(old_logp, "old_logp", mask)
+        check_like(ref_logp, "ref_logp", logp, "logp")
+    require_finite_where(logp, "logp", mask)
+    require_finite_where(old_logp, "old_logp", mask)
     if not bool(torch.isfinite(adv).all()):
         raise ValueError("advantages must contain only finite values")
     tokens_per_row = mask.sum(dim=1)
@@ -279,11 +278,11 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 
     adv_tokens = adv[:, None].expand(B, T)
-    per_token = -_clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
+    per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
     if beta > 0:
-        _require_finite_where(ref_logp, "ref_logp", mask)
+        require_finite_where(ref_logp, "ref_logp", mask)
         zero = torch.zeros_like(logp)
-        kl = _k3(torch.where(mask, logp, zero), torch.where(mask, ref_logp, zero))
+        kl = k3(torch.where(mask, logp, zero), torch.where(mask, ref_logp, zero))
         per_token = per_token + beta * kl
     per_token = torch.where(mask, per_token, torch.zeros_like(per_token))
 

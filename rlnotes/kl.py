@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlnotes._losses import k3
 from rlnotes._validate import as_array, is_tensor, require_same_shape
 
 __all__ = ["kl_categorical", "kl_k1", "kl_k2", "kl_k3"]
@@ -120,13 +121,7 @@ def kl_k3(logp, ref_logp):
     Defined in: KL divergence and importance sampling, section Estimating KL from samples.
     """
     logp, ref_logp = _float_pair(logp, ref_logp)
-    return _k3(logp, ref_logp)
-
-
-def _k3(logp, ref_logp):
-    """k3 without input checks (for the losses, which check their own inputs)."""
-    log_rho = ref_logp - logp
-    return (torch if is_tensor(log_rho) else np).expm1(log_rho) - log_rho
+    return k3(logp, ref_logp)
 
 
 def _log_softmax(logits):
