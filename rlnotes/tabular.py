@@ -44,6 +44,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 
 from rlnotes._validate import require_gamma, require_in_range, require_int
+from rlnotes.envs.tabular_env import start_distribution
 from rlnotes.progress import progress
 
 __all__ = [
@@ -673,12 +674,8 @@ def toy_text_model(env) -> ToyTextModel:
                 prob[s, a, k], next_state[s, a, k] = p, s2
                 reward[s, a, k], terminated[s, a, k] = r, term
             next_state[s, a, len(P[s][a]):] = next_state[s, a, 0]
-    start = getattr(base, "initial_state_distrib", None)
-    if start is None:
-        start = np.zeros(S)
-        start[int(getattr(base, "start_state_index", 0))] = 1.0
-    return ToyTextModel(prob, next_state, reward, terminated,
-                        np.asarray(start, dtype=np.float64), _time_limit(env))
+    return ToyTextModel(prob, next_state, reward, terminated, start_distribution(env, S),
+                        _time_limit(env))
 
 
 def _time_limit(env) -> int | None:
@@ -758,8 +755,9 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
       estimate ``V``).
 
     Their means minus $V^\pi(s)$ are the biases of the two targets, their variances the noise.
-    Episodes are cut after the environment's time limit, if it has one (the return is then
-    truncated).
+    An episode that the environment's time limit truncates after $T$ steps (none does on the
+    random walk) has its return completed with $\gamma^T V(s_T)$, as in :func:`mc_prediction`:
+    the time limit is not part of the task, so the missing tail is estimated, not dropped.
 
     | argument / result | shape |
     | --- | --- |
@@ -795,9 +793,12 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
         discount *= gamma
         t += 1
         active &= ~terminated
-        if model.max_episode_steps is not None and t >= model.max_episode_steps:
-            break
         s = s2
+        if model.max_episode_steps is not None and t >= model.max_episode_steps:
+            # Truncated by the time limit: complete the cut-off return with V(s_T), as
+            # mc_prediction does (the only place where the Monte Carlo target bootstraps).
+            G += np.where(active, discount * V[s], 0.0)
+            break
     return G, td
 
 
