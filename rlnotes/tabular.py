@@ -1088,6 +1088,7 @@ def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes:
 
     | argument / result | shape |
     | --- | --- |
+    | ``alpha`` | a float, or (num_runs,): one step size per run |
     | ``policy`` | (S, A) or (S,) integer actions |
     | ``V0`` | (S,) |
     | returns ``V_history`` | (num_episodes + 1, num_runs, S) |
@@ -1095,42 +1096,58 @@ def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes:
     Defined in: Learning without a model: Monte Carlo and TD, section n-step TD.
     """
     n = require_int(n, "n", minimum=1)
+    alphas = None
+    if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
+        alphas = np.asarray(alpha, dtype=np.float64)
+        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
+            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
+        for a in alphas:
+            _require_alpha(float(a))
+        alpha = float(alphas[0])
     model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
         env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
+    if alphas is not None:
+        alpha = alphas
     rows = np.arange(N)
     limit = model.max_episode_steps
     history = np.empty((num_episodes + 1, N, model.num_states))
     history[0] = V
-    for k in progress(range(num_episodes), desc=f"{n}-step TD alpha={alpha}"):
+    for k in progress(range(num_episodes), desc=f"{n}-step TD"):
         s = model.sample_start(N, rng)
-        states, rewards = [s], []
+        states = np.empty((64, N), dtype=np.intp)   # s_0, s_1, ... (grown as needed)
+        rewards = np.zeros((64, N))                  # rewards[i] = r_{i+1}
+        states[0] = s
         T = np.full(N, np.iinfo(np.int64).max)   # episode length, once known
         bootstrap_end = np.zeros(N, dtype=bool)  # ended by the time limit: bootstrap from s_T
         t = 0
         while True:
+            if t + 2 > states.shape[0]:
+                states = np.concatenate([states, np.empty_like(states)])
+                rewards = np.concatenate([rewards, np.zeros_like(rewards)])
             running = t < T
             if running.any():
                 a = _sample_actions(policy[s], rng)
                 s2, r, terminated = model.sample_step(s, a, rng)
                 s2 = np.where(running, s2, s)
-                r = np.where(running, r, 0.0)
                 truncated = limit is not None and t + 1 >= limit
                 ends = running & (terminated | truncated)
                 bootstrap_end |= ends & ~terminated
                 T = np.where(ends, t + 1, T)
-                states.append(s2)
-                rewards.append(r)
+                states[t + 1], rewards[t] = s2, np.where(running, r, 0.0)
                 s = s2
+            else:
+                states[t + 1], rewards[t] = s, 0.0
             tau = t + 1 - n
             if tau >= 0:
                 upd = tau < T
-                G = np.zeros(N)
-                for i in range(tau, min(tau + n, len(rewards))):
-                    G += np.where(i < T, gamma ** (i - tau) * rewards[i], 0.0)
-                end = np.minimum(tau + n, np.minimum(T, len(states) - 1))
-                s_end = np.stack(states)[end, rows]
+                hi = min(tau + n, t + 1)
+                i = np.arange(tau, hi)
+                G = ((gamma ** (i - tau))[:, None] * rewards[tau:hi]
+                     * (i[:, None] < T[None, :])).sum(axis=0)
+                end = np.minimum(tau + n, T)
                 boot = (tau + n < T) | bootstrap_end
-                G += np.where(boot, gamma ** (end - tau) * V[rows, s_end], 0.0)
+                G += np.where(boot, gamma ** (end - tau) * V[rows, states[np.minimum(end, t + 1), rows]],
+                              0.0)
                 s_tau = states[tau]
                 V[rows, s_tau] = np.where(upd, V[rows, s_tau] + alpha * (G - V[rows, s_tau]),
                                           V[rows, s_tau])
