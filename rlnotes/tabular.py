@@ -1183,7 +1183,8 @@ def batch_prediction(env, policy, num_runs: int, num_episodes: int, gamma: float
     | --- | --- |
     | ``(V_td, V_mc)`` | two (num_episodes, num_runs, S) arrays: row k after k + 1 episodes |
 
-    Defined in: Learning without a model: Monte Carlo and TD, section Batch updating.
+    Defined in: Learning without a model: Monte Carlo and TD, section Batch updating: what TD and
+    Monte Carlo converge to.
     """
     model = toy_text_model(env)
     S, A = model.num_states, model.num_actions
