@@ -189,3 +189,22 @@ def test_new_solvers_accept_torch_mdps():
     assert np.allclose(V, mdp.policy_evaluation(m, pi).numpy(), atol=1e-9)
     V, _, _ = mdp.modified_policy_iteration(m, 3)
     assert np.allclose(V, mdp.value_iteration(m)[0].numpy(), atol=1e-9)
+
+
+@pytest.mark.parametrize("args, match", [((None, 5), "mdp"), (("grid", 0), "num_sweeps"),
+                                         (("grid", 2.5), "num_sweeps")])
+def test_value_iteration_bounds_bad_input(args, match):
+    m = slippery() if args[0] == "grid" else "not an mdp"
+    with pytest.raises(ValueError, match=match):
+        mdp.value_iteration_bounds(m, args[1])
+
+
+def test_backup_diagrams_draw_four_panels():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlnotes.plotting.backup import plot_backup_diagrams
+    fig = plot_backup_diagrams()
+    assert len(fig.axes) == 4 and all(ax.patches for ax in fig.axes)
+    plt.close(fig)

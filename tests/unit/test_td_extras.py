@@ -203,3 +203,13 @@ def test_sample_targets_complete_truncated_returns_with_the_estimate():
     V = np.linspace(0.0, 1.0, 7)
     mc, td = tb.sample_targets(walk, uniform_policy(), V, 3, num_samples=200, seed=0)
     assert np.allclose(mc, td) and set(np.round(mc, 6)) == {round(V[2], 6), round(V[4], 6)}
+
+
+def test_best_expected_return_bad_env():
+    from gymnasium import spaces
+
+    class Box(gym.Env):
+        observation_space = spaces.Box(0, 1, (2,))
+        action_space = spaces.Discrete(2)
+    with pytest.raises(ValueError, match="env"):
+        tb.best_expected_return(Box(), horizon=5)
