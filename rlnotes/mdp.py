@@ -30,7 +30,11 @@ With ``gamma = 1`` values are finite only for episodic problems, so the rules ar
   not finite and a ``ValueError`` naming gamma is raised.
 * ``value_iteration`` with ``gamma = 1`` accepts its result only when the greedy policy, evaluated
   exactly, satisfies the Bellman optimality equation within ``tol``; if the sweeps stop shrinking
-  (a loop that earns reward forever) it raises a ``ValueError`` naming gamma.
+  (a loop that earns reward forever) it raises a ``ValueError`` naming gamma. A solution of the
+  optimality equation is V* when the stochastic-shortest-path conditions hold (Bertsekas and
+  Tsitsiklis: some policy terminates from every state, and every policy that does not has
+  return -infinity from some state); with a zero-reward loop the equation can have many
+  solutions, and the check is no proof of optimality (the chapter shows a two-state example).
 
 Defined in: MDPs and dynamic programming.
 """
@@ -53,7 +57,9 @@ __all__ = [
     "bellman_expectation_backup",
     "bellman_optimality_backup",
     "greedy_policy",
+    "in_place_policy_evaluation",
     "iterative_policy_evaluation",
+    "modified_policy_iteration",
     "policy_evaluation",
     "policy_iteration",
     "policy_iteration_trace",
@@ -63,6 +69,7 @@ __all__ = [
     "rollout_returns",
     "uniform_policy",
     "value_iteration",
+    "value_iteration_bounds",
 ]
 
 #: Absolute tolerance on probabilities: each row ``P[s, a, :]`` (and each row of a stochastic
@@ -607,17 +614,25 @@ def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=1
     .. math::
         V_{k+1}(s) = \sum_a \pi(a \mid s) \Big[R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V_k(s')\Big].
 
-    Stops after the first sweep k with
-    :math:`\frac{\gamma}{1-\gamma}\|V_{k} - V_{k-1}\|_\infty < \text{tol}`, which guarantees
-    :math:`\|V_k - V^\pi\|_\infty < \text{tol}` (for ``gamma = 1``: when a sweep changes V by less
-    than ``tol``, which guarantees nothing; compare with :func:`policy_evaluation`).
+    With :math:`\Delta_k = \|V_k - V_{k-1}\|_\infty` (the change of sweep k), what is guaranteed:
+
+    * ``gamma < 1``: stops after the first sweep with
+      :math:`\frac{\gamma}{1-\gamma}\Delta_k < \text{tol}`, and then
+      :math:`\|V_k - V^\pi\|_\infty < \text{tol}`. Should float64 rounding stall the sweeps
+      first (a change of a few ulps of :math:`\max|V|`, possible only when ``tol`` is near
+      machine precision relative to V), V is finished by the exact solve of
+      :func:`policy_evaluation`, so the guarantee holds in every case.
+    * ``gamma = 1``: stops when :math:`\Delta_k < \text{tol}`, which alone guarantees nothing;
+      what holds is :math:`\|V_k - V^\pi\|_\infty \le (\max_s \E_\pi[T \mid s_0 = s] - 1)
+      \, \Delta_k`, with T the episode length, so the error can be many times ``tol`` when
+      episodes are long (the chapter measures it on Sutton and Barto's 4x4 grid).
 
     ==============  ===============  ====================================================
     argument        shape            meaning
     ==============  ===============  ====================================================
     ``mdp``         .                a :class:`TabularMDP`
     ``policy``      (S, A) or (S,)   probabilities or one action per state
-    ``tol``         scalar > 0       accuracy
+    ``tol``         scalar > 0       accuracy (gamma < 1), smallest change (gamma = 1)
     ``max_sweeps``  int >= 1         raises ``ValueError`` if not converged by then
     returns         ((S,), int)      ``(V, sweeps)``: V in the kind of ``mdp.P``
     ==============  ===============  ====================================================
@@ -634,21 +649,71 @@ def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=1
     V = np.zeros(mdp.num_states)
     for sweep in range(1, max_sweeps + 1):
         V_new = R_pi + gamma * P_pi @ V
-        delta = float(np.abs(V_new - V).max())
+        change = float(np.abs(V_new - V).max())
         V = V_new
-        if _small_enough(delta, gamma, tol, V):
+        if _small_enough(change, gamma, tol, V):
+            if gamma < 1.0 and gamma * change >= tol * (1.0 - gamma):
+                V = _evaluate(mdp, pi, tol)  # stalled by rounding before the bound reached tol
             return mdp._kind.values(V), sweep
     raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
-                     f"(last change {delta:.3g}); raise max_sweeps, or tol")
+                     f"(last change {change:.3g}); raise max_sweeps, or tol")
 
 
-def _small_enough(delta: float, gamma: float, tol: float, V: np.ndarray) -> bool:
+def in_place_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=100_000):
+    r"""Policy evaluation by in-place (Gauss-Seidel) sweeps from V = 0: states are updated one
+    at a time, in the order 0, 1, ..., S-1, each backup using the values already updated in
+    the same sweep,
+
+    .. math::
+        V(s) \leftarrow \sum_a \pi(a \mid s) \Big[R(s, a)
+              + \gamma \sum_{s'} P(s' \mid s, a) V(s')\Big].
+
+    A whole sweep is again a :math:`\gamma`-contraction in max norm, so the stopping rule and
+    the guarantee are those of :func:`iterative_policy_evaluation` (``gamma < 1``). Only
+    ``gamma < 1`` is accepted.
+
+    ==============  ===============  ====================================================
+    argument        shape            meaning
+    ==============  ===============  ====================================================
+    ``mdp``         .                a :class:`TabularMDP` with ``gamma < 1``
+    ``policy``      (S, A) or (S,)   probabilities or one action per state
+    ``tol``         scalar > 0       accuracy of V in max norm
+    ``max_sweeps``  int >= 1         raises ``ValueError`` if not converged by then
+    returns         ((S,), int)      ``(V, sweeps)``, numpy float64
+    ==============  ===============  ====================================================
+
+    Defined in: MDPs and dynamic programming, section In-place and asynchronous DP.
+    """
+    _require_mdp(mdp)
+    tol = _require_tol(tol)
+    max_sweeps = require_int(max_sweeps, "max_sweeps", minimum=1)
+    gamma = mdp.gamma
+    if gamma >= 1.0:
+        raise ValueError("gamma must be < 1 for in_place_policy_evaluation, got 1")
+    pi = _policy_in(mdp, policy)
+    P_pi = np.einsum("sa,sat->st", pi, mdp._P)
+    R_pi = (pi * mdp._R).sum(axis=1)
+    V = np.zeros(mdp.num_states)
+    for sweep in range(1, max_sweeps + 1):
+        change = 0.0
+        for s in range(mdp.num_states):
+            v = R_pi[s] + gamma * P_pi[s] @ V
+            change = max(change, abs(v - V[s]))
+            V[s] = v
+        if _small_enough(change, gamma, tol, V):
+            if gamma * change >= tol * (1.0 - gamma):
+                V = _evaluate(mdp, pi, tol)
+            return V, sweep
+    raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g}")
+
+
+def _small_enough(change: float, gamma: float, tol: float, V: np.ndarray) -> bool:
     """The stopping rule: the contraction bound on the error, or rounding-level changes."""
-    if delta <= 16 * _EPS * max(1.0, float(np.abs(V).max())):
+    if change <= 16 * _EPS * max(1.0, float(np.abs(V).max())):
         return True  # a further sweep cannot change V beyond rounding
     if gamma < 1.0:
-        return gamma * delta < tol * (1.0 - gamma)
-    return delta < tol
+        return gamma * change < tol * (1.0 - gamma)
+    return change < tol
 
 
 # ----------------------------------------------------------------------------------------------
@@ -731,7 +796,13 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
     factor: when a sweep changes V by less than ``tol``, the greedy policy is evaluated exactly,
     and that value is returned if it satisfies the Bellman optimality equation within ``tol``;
     sweeps that stop shrinking (a loop that earns reward forever) raise ``ValueError`` naming
-    gamma. The policy is the greedy policy of V, ties broken as in :func:`greedy_policy` (the
+    gamma. The returned V is then the exact value of the returned policy and solves the
+    optimality equation; that proves V = V* only under the stochastic-shortest-path conditions
+    (Bertsekas and Tsitsiklis: some policy terminates from every state, and every policy that
+    does not has return -infinity from some state), which make the solution unique. With a
+    zero-reward loop the equation has many solutions (see the chapter's two-state example);
+    V is then the limit of the optimal k-step values V_k, which start from V_0 = 0.
+    The policy is the greedy policy of V, ties broken as in :func:`greedy_policy` (the
     lowest action index; with ``gamma = 1`` first an action that moves towards termination).
 
     =========  =================  ======================================================
@@ -752,11 +823,11 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
         gamma = mdp.gamma
         while True:  # terminates: the error shrinks by gamma per sweep
             V_new = _q(mdp, V).max(axis=1)
-            delta = float(np.abs(V_new - V).max())
+            change = float(np.abs(V_new - V).max())
             V = V_new
-            if _small_enough(delta, gamma, tol, V):
+            if _small_enough(change, gamma, tol, V):
                 break
-        if gamma * delta >= tol * (1.0 - gamma):
+        if gamma * change >= tol * (1.0 - gamma):
             # Stopped by rounding before the bound reached tol (gamma close to 1, large values):
             # the greedy policy's exact value is then the more accurate answer, if it is optimal.
             V_pi = _evaluate(mdp, np.eye(mdp.num_actions)[_greedy(_q(mdp, V))], tol)
@@ -769,13 +840,13 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
 
 def _value_iteration_episodic(mdp: TabularMDP, tol: float) -> np.ndarray:
     V = np.zeros(mdp.num_states)
-    window_delta = math.inf
+    window_change = math.inf
     last_check = -10
     for sweep in range(1, _MAX_EPISODIC_SWEEPS + 1):
         V_new = _q(mdp, V).max(axis=1)
-        delta = float(np.abs(V_new - V).max())
+        change = float(np.abs(V_new - V).max())
         V = V_new
-        if _small_enough(delta, 1.0, tol, V) and sweep - last_check >= 10:
+        if _small_enough(change, 1.0, tol, V) and sweep - last_check >= 10:
             last_check = sweep
             pi = _greedy_for(mdp, _q(mdp, V))
             try:
@@ -784,17 +855,116 @@ def _value_iteration_episodic(mdp: TabularMDP, tol: float) -> np.ndarray:
                     return V_pi
             except ValueError:
                 pass  # the greedy policy does not terminate yet
-            if delta == 0.0:
+            if change == 0.0:
                 return V  # an exact fixed point of the backup
         if sweep % _DIVERGENCE_WINDOW == 0:
-            if delta > tol and delta >= 0.999 * window_delta:
+            if change > tol and change >= 0.999 * window_change:
                 raise ValueError(
                     f"gamma = 1: value iteration does not converge (after {sweep} sweeps V still "
-                    f"changes by {delta:.3g} per sweep): some policy earns reward forever without "
+                    f"changes by {change:.3g} per sweep): some policy earns reward forever without "
                     "terminating, so V* is not finite. Use gamma < 1")
-            window_delta = delta
+            window_change = change
     raise ValueError(f"gamma = 1: value iteration did not converge in {_MAX_EPISODIC_SWEEPS} "
                      "sweeps; use gamma < 1")
+
+
+def modified_policy_iteration(mdp: TabularMDP, m: int, tol=1e-10, max_iterations=100_000):
+    r"""Modified (truncated) policy iteration (Puterman and Shin, 1978): from V = 0, repeat
+
+    .. math::
+        \pi_{k+1} = \text{greedy}(V_k), \qquad
+        V_{k+1} = (\mathcal{T}^{\pi_{k+1}})^{m} V_k ,
+
+    that is, one improvement and then m Bellman expectation backups of the new policy instead
+    of its exact evaluation (the first of them equals :math:`\mathcal{T} V_k`). ``m = 1`` is
+    value iteration; ``m -> infinity`` is policy iteration. It stops at the first k with
+    :math:`\frac{\gamma}{1-\gamma}\|\mathcal{T} V_k - V_k\|_\infty < \text{tol}` and
+    returns :math:`\mathcal{T} V_k`, within ``tol`` of V*, and its greedy policy. Only
+    ``gamma < 1``.
+
+    ==================  =============  ===================================================
+    argument            shape          meaning
+    ==================  =============  ===================================================
+    ``mdp``             .              a :class:`TabularMDP` with ``gamma < 1``
+    ``m``               int >= 1       backups per policy
+    ``tol``             scalar > 0     accuracy of V in max norm
+    ``max_iterations``  int >= 1       raises ``ValueError`` if not converged by then
+    returns             tuple          ``(V, policy, iterations)``: numpy (S,) float64,
+                                       (S,) int64, and the number k of improvements
+    ==================  =============  ===================================================
+
+    Defined in: MDPs and dynamic programming, section Modified policy iteration.
+    """
+    _require_mdp(mdp)
+    m = require_int(m, "m", minimum=1)
+    tol = _require_tol(tol)
+    max_iterations = require_int(max_iterations, "max_iterations", minimum=1)
+    gamma = mdp.gamma
+    if gamma >= 1.0:
+        raise ValueError("gamma must be < 1 for modified_policy_iteration, got 1")
+    S = mdp.num_states
+    V = np.zeros(S)
+    for k in range(max_iterations + 1):
+        Q = _q(mdp, V)
+        pi = _greedy(Q)
+        TV = Q[np.arange(S), pi]
+        if gamma * float(np.abs(TV - V).max()) < tol * (1.0 - gamma) or k == max_iterations:
+            break
+        P_pi, R_pi = mdp._P[np.arange(S), pi], mdp._R[np.arange(S), pi]
+        V = TV
+        for _ in range(m - 1):
+            V = R_pi + gamma * P_pi @ V
+    if gamma * float(np.abs(TV - V).max()) >= tol * (1.0 - gamma):
+        raise ValueError(f"max_iterations={max_iterations} were not enough to reach tol={tol:g}")
+    return TV, _greedy(_q(mdp, TV)), k
+
+
+def value_iteration_bounds(mdp: TabularMDP, num_sweeps: int):
+    r"""The value-iteration iterates from :math:`V_0 = 0` and a bound on their error that uses
+    how long episodes last.
+
+    :math:`V_k` is the optimal k-step value (k steps, then nothing), the value of the
+    non-stationary policy :math:`\pi_k` that, with j steps left, acts greedily on
+    :math:`V_{j-1}`. Comparing with :math:`\pi^*` for k steps, and with :math:`\pi_k`
+    followed by :math:`\pi^*`,
+
+    .. math::
+        |V_k(s) - V^*(s)| \le \gamma^k \max\big(\Pr_{\pi^*}(T > k \mid s_0 = s),
+        \Pr_{\pi_k}(T > k \mid s_0 = s)\big)\,\|V^*\|_\infty ,
+
+    where T is the step at which the episode enters the absorbing set. The factor
+    :math:`\gamma^k` alone is the contraction bound; the probability of outlasting k steps
+    is what makes value iteration fast on problems whose episodes end quickly.
+
+    ===============  ====================  =============================================
+    argument         shape                 meaning
+    ===============  ====================  =============================================
+    ``mdp``          .                     a :class:`TabularMDP`
+    ``num_sweeps``   int >= 1              K
+    returns          ((K, S), (K, S))      ``(V, bound)``: row k-1 holds V_k and its bound
+    ===============  ====================  =============================================
+
+    Defined in: MDPs and dynamic programming, section Value iteration.
+    """
+    _require_mdp(mdp)
+    K = require_int(num_sweeps, "num_sweeps", minimum=1)
+    S = mdp.num_states
+    V_star, pi_star = policy_iteration_trace(mdp)[-1]
+    P_star = mdp._P[np.arange(S), pi_star]
+    scale = float(np.abs(V_star).max())
+    alive = (~mdp.absorbing).astype(np.float64)
+    outlast_star, outlast_k = alive.copy(), alive.copy()
+    V = np.zeros(S)
+    values, bounds = np.empty((K, S)), np.empty((K, S))
+    for k in range(1, K + 1):
+        Q = _q(mdp, V)
+        pi = _greedy(Q)  # pi_k's first action, greedy on V_{k-1}
+        outlast_k = alive * (mdp._P[np.arange(S), pi] @ outlast_k)
+        outlast_star = alive * (P_star @ outlast_star)
+        V = Q.max(axis=1)
+        values[k - 1] = V
+        bounds[k - 1] = mdp.gamma ** k * np.maximum(outlast_star, outlast_k) * scale
+    return values, bounds
 
 
 # ----------------------------------------------------------------------------------------------

@@ -44,20 +44,26 @@ from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 
 from rlnotes._validate import require_gamma, require_in_range, require_int
+from rlnotes.envs.tabular_env import start_distribution
 from rlnotes.progress import progress
 
 __all__ = [
     "ToyTextModel",
+    "batch_prediction",
     "epsilon_greedy",
     "epsilon_greedy_probs",
+    "best_expected_return",
     "expected_return",
     "evaluate_policy",
     "expected_sarsa",
     "expected_sarsa_target",
     "greedy_path",
     "greedy_policy",
+    "mc_control_batch",
     "mc_prediction",
     "mc_prediction_batch",
+    "n_step_returns",
+    "n_step_td_prediction_batch",
     "q_learning",
     "q_learning_target",
     "rms_error",
@@ -673,12 +679,8 @@ def toy_text_model(env) -> ToyTextModel:
                 prob[s, a, k], next_state[s, a, k] = p, s2
                 reward[s, a, k], terminated[s, a, k] = r, term
             next_state[s, a, len(P[s][a]):] = next_state[s, a, 0]
-    start = getattr(base, "initial_state_distrib", None)
-    if start is None:
-        start = np.zeros(S)
-        start[int(getattr(base, "start_state_index", 0))] = 1.0
-    return ToyTextModel(prob, next_state, reward, terminated,
-                        np.asarray(start, dtype=np.float64), _time_limit(env))
+    return ToyTextModel(prob, next_state, reward, terminated, start_distribution(env, S),
+                        _time_limit(env))
 
 
 def _time_limit(env) -> int | None:
@@ -721,6 +723,41 @@ def expected_return(env, policy, horizon: int | None = None) -> float:
     return float(model.start_probs @ u)
 
 
+def best_expected_return(env, horizon: int | None = None):
+    r"""The largest expected undiscounted return any policy can get within ``horizon`` steps
+    (default: the environment's time limit), by backward induction with the number of steps
+    left as part of the state:
+
+    $$u_0 = 0, \qquad u_h(s) = \max_a \sum_{s'} p(s', r \mid s, a)
+      \big[r + (1 - d)\,u_{h-1}(s')\big].$$
+
+    The maximising action depends on h: the optimum is a non-stationary policy, which a
+    stationary policy (one action per state, as :func:`expected_return` evaluates) can only
+    match or fall short of. For FrozenLake this is the best probability of reaching the goal
+    before the time limit.
+
+    | result | shape |
+    | --- | --- |
+    | ``value`` | float: $\sum_s \mu(s)\,u_H(s)$, $\mu$ the start distribution |
+    | ``actions`` | (horizon, S) int: row h - 1 is the best action with h steps left (ties: first) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.
+    """
+    model = toy_text_model(env)
+    if horizon is None:
+        horizon = model.max_episode_steps
+        if horizon is None:
+            raise ValueError("horizon must be given for an environment without a time limit")
+    horizon = require_int(horizon, "horizon", minimum=1)
+    u = np.zeros(model.num_states)
+    actions = np.empty((horizon, model.num_states), dtype=np.int64)
+    for h in range(horizon):
+        q = (model.prob * (model.reward + (~model.terminated) * u[model.next_state])).sum(-1)
+        actions[h] = np.argmax(q, axis=1)
+        u = q.max(axis=1)
+    return float(model.start_probs @ u), actions
+
+
 def _sample_actions(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One action per row of (n, A) probabilities."""
     k = (rng.random(probs.shape[0])[:, None] >= np.cumsum(probs, axis=1)).sum(1)
@@ -732,7 +769,7 @@ def _epsilon_greedy_batch(q: np.ndarray, epsilon: float, rng: np.random.Generato
     n, A = q.shape
     is_max = q == q.max(axis=1, keepdims=True)
     greedy = np.argmax(np.where(is_max, rng.random((n, A)), -1.0), axis=1)
-    explore = rng.random(n) < epsilon
+    explore = rng.random(n) < epsilon  # epsilon: a scalar or one rate per row
     return np.where(explore, rng.integers(A, size=n), greedy)
 
 
@@ -758,8 +795,9 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
       estimate ``V``).
 
     Their means minus $V^\pi(s)$ are the biases of the two targets, their variances the noise.
-    Episodes are cut after the environment's time limit, if it has one (the return is then
-    truncated).
+    An episode that the environment's time limit truncates after $T$ steps (none does on the
+    random walk) has its return completed with $\gamma^T V(s_T)$, as in :func:`mc_prediction`:
+    the time limit is not part of the task, so the missing tail is estimated, not dropped.
 
     | argument / result | shape |
     | --- | --- |
@@ -795,9 +833,12 @@ def sample_targets(env, policy, V, state: int, num_samples: int, gamma: float = 
         discount *= gamma
         t += 1
         active &= ~terminated
-        if model.max_episode_steps is not None and t >= model.max_episode_steps:
-            break
         s = s2
+        if model.max_episode_steps is not None and t >= model.max_episode_steps:
+            # Truncated by the time limit: complete the cut-off return with V(s_T), as
+            # mc_prediction does (the only place where the Monte Carlo target bootstraps).
+            G += np.where(active, discount * V[s], 0.0)
+            break
     return G, td
 
 
@@ -890,12 +931,21 @@ def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: fl
 
 
 def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: float,
-                     epsilon: float, gamma: float = 1.0, seed: int | None = None):
+                     epsilon: float, gamma: float = 1.0, seed: int | None = None, *,
+                     epsilon_decay: float = 0.0, alpha_decay: float = 0.0):
     r""":func:`sarsa`, :func:`q_learning` or :func:`expected_sarsa` (``method``) for ``num_runs``
     independent runs at once, simulated with numpy on the toy-text model of ``env``.
 
     Each run plays its own episodes back to back (a run whose episode ends starts the next one at
     once), so the runs need not stay in step; a run stops after ``num_episodes`` episodes.
+
+    Schedules (both off by default): in episode k = 1, 2, ... the exploration rate is
+    $\epsilon_k = \epsilon / k^{\text{epsilon\_decay}}$, and the n-th update of a pair
+    (s, a) uses the step $\alpha_n = \alpha / n^{\text{alpha\_decay}}$. With
+    ``0.5 < alpha_decay <= 1`` the steps satisfy Robbins and Monro's conditions
+    ($\sum_n \alpha_n = \infty$, $\sum_n \alpha_n^2 < \infty$); with
+    ``0 < epsilon_decay <= 1`` exploration fades to greedy while every pair is still tried
+    infinitely often ($\sum_k \epsilon_k = \infty$): GLIE (Singh et al., 2000).
 
     | result | shape |
     | --- | --- |
@@ -909,21 +959,30 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     model = toy_text_model(env)
     N = require_int(num_runs, "num_runs", minimum=1)
     num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
-    alpha, epsilon = _require_alpha(alpha), _require_epsilon(epsilon)
+    alpha, epsilon0 = _require_alpha(alpha), _require_epsilon(epsilon)
     gamma = require_gamma(gamma)
+    epsilon_decay = require_in_range(epsilon_decay, "epsilon_decay", 0.0, 10.0)
+    alpha_decay = require_in_range(alpha_decay, "alpha_decay", 0.0, 10.0)
     rng = np.random.default_rng(_require_seed(seed))
     rows = np.arange(N)
     Q = np.zeros((N, model.num_states, model.num_actions))
+    visits = np.zeros(Q.shape)
     episode_returns = np.zeros((N, num_episodes))
     episode = np.zeros(N, dtype=np.intp)
     G = np.zeros(N)
     t = np.zeros(N, dtype=np.intp)
     s = model.sample_start(N, rng)
+    epsilon = np.full(N, epsilon0)  # epsilon_1 = epsilon for every run
     a = _epsilon_greedy_batch(Q[rows, s], epsilon, rng)
     bar = progress(total=N * num_episodes, desc=method)
     while (episode < num_episodes).any():
         active = episode < num_episodes
         s2, r, terminated = model.sample_step(s, a, rng)
+        if alpha_decay > 0:
+            visits[rows, s, a] += active
+            step = alpha / np.maximum(visits[rows, s, a], 1.0) ** alpha_decay
+        else:
+            step = alpha
         G += r
         t += 1
         q_next = Q[rows, s2]
@@ -933,8 +992,12 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
         elif method == "q_learning":
             target = q_learning_target(r, q_next, terminated, gamma)
         else:
-            target = expected_sarsa_target(r, q_next, terminated, gamma, epsilon)
-        Q[rows, s, a] = np.where(active, td_update(Q[rows, s, a], target, alpha), Q[rows, s, a])
+            is_max = q_next == q_next.max(axis=1, keepdims=True)
+            probs = (epsilon[:, None] / q_next.shape[1]
+                     + (1.0 - epsilon[:, None]) * is_max / is_max.sum(axis=1, keepdims=True))
+            target = td_target(r, (probs * q_next).sum(axis=1), terminated, gamma)
+        Q_sa = Q[rows, s, a]
+        Q[rows, s, a] = np.where(active, Q_sa + step * (target - Q_sa), Q_sa)
         if method != "sarsa":  # choose the next action after the update, from the updated Q
             a2 = _epsilon_greedy_batch(Q[rows, s2], epsilon, rng)
         truncated = (model.max_episode_steps is not None) & (t >= (model.max_episode_steps or 0))
@@ -944,10 +1007,314 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
             episode_returns[idx, episode[idx]] = G[idx]
             episode[idx] += 1
             G[idx], t[idx] = 0.0, 0
+            if epsilon_decay > 0:
+                epsilon[idx] = epsilon0 / (episode[idx] + 1.0) ** epsilon_decay
             s2 = s2.copy()
             s2[idx] = model.sample_start(idx.size, rng)
-            a2[idx] = _epsilon_greedy_batch(Q[idx, s2[idx]], epsilon, rng)
+            a2[idx] = _epsilon_greedy_batch(Q[idx, s2[idx]], epsilon[idx], rng)
             bar.update(idx.size)
         s, a = s2, a2
     bar.close()
     return Q, episode_returns
+
+
+# --------------------------------------------------------------------------------------------
+# n-step TD: from TD(0) to Monte Carlo
+# --------------------------------------------------------------------------------------------
+
+def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int):
+    r"""The n-step returns of a rollout, time first (the convention of ``rlnotes.returns``):
+
+    $$G^{(n)}_t = \sum_{k=0}^{h-1} \gamma^k r_{t+k+1} + \gamma^h\,V(s_{t+h}),
+      \qquad h = \min(n, T - t),$$
+
+    where the sum stops at the first transition with ``dones = 1`` (then nothing is
+    bootstrapped), ``values[t]`` is $V(s_t)$ and ``last_value`` is $V(s_T)$. ``n = 1`` gives the
+    TD(0) targets $r_{t+1} + \gamma (1 - d_t) V(s_{t+1})$; ``n >= T`` gives the Monte Carlo
+    returns completed with $V(s_T)$ (which ``rlnotes.returns.gae`` with $\lambda = 1$ also gives).
+
+    | argument | shape |
+    | --- | --- |
+    | ``rewards``, ``values``, ``dones`` | (T,) or (T, N); ``rewards[t]`` is $r_{t+1}$ |
+    | ``last_value`` | () or (N,) |
+    | ``n`` | int >= 1 |
+    | returns | like ``rewards`` |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section n-step TD.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    dones = np.asarray(dones, dtype=np.float64)
+    if rewards.ndim not in (1, 2) or rewards.shape[0] == 0:
+        raise ValueError(f"rewards must have shape (T,) or (T, N) with T >= 1, got {rewards.shape}")
+    if values.shape != rewards.shape or dones.shape != rewards.shape:
+        raise ValueError(f"values and dones must have the shape of rewards {rewards.shape}, got "
+                         f"{values.shape} and {dones.shape}")
+    if not np.all((dones == 0) | (dones == 1)):
+        raise ValueError("dones must hold 0 or 1")
+    last_value = np.asarray(last_value, dtype=np.float64)
+    if last_value.shape != rewards.shape[1:]:
+        raise ValueError(f"last_value must have shape {rewards.shape[1:]}, got {last_value.shape}")
+    gamma = require_gamma(gamma)
+    n = require_int(n, "n", minimum=1)
+    T = rewards.shape[0]
+    shape = (T,) + (1,) * (rewards.ndim - 1)
+    # V(s_{t+1}) for every t: the next row of values, and last_value after the last step.
+    next_values = np.concatenate([values[1:], last_value[None]], axis=0)
+    h = np.minimum(n, T - np.arange(T))            # steps actually available after t
+    G = np.zeros_like(rewards)
+    alive = np.ones_like(rewards)  # 1 while none of the transitions t, ..., t+k-1 ended it
+    for k in range(min(n, T)):
+        within = (k < h).reshape(shape)
+        r_k, d_k = np.zeros_like(rewards), np.zeros_like(rewards)
+        r_k[:T - k], d_k[:T - k] = rewards[k:], dones[k:]
+        G += within * alive * gamma**k * r_k
+        alive = np.where(within, alive * (1.0 - d_k), alive)
+    boot = next_values[np.arange(T) + h - 1]       # V(s_{t+h})
+    return G + alive * (gamma ** h).reshape(shape) * boot
+
+
+def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes: int,
+                               alpha: float, gamma: float = 1.0, V0=None,
+                               seed: int | None = None) -> np.ndarray:
+    r"""Online n-step TD prediction (Sutton and Barto, section 7.1) for ``num_runs`` runs at once
+    on the toy-text model of ``env``: at time $\tau + n$ (or when the episode ends),
+
+    $$V(s_\tau) \leftarrow V(s_\tau) + \alpha\,\big[G^{(n)}_\tau - V(s_\tau)\big],$$
+
+    with $G^{(n)}_\tau$ as in :func:`n_step_returns`, bootstrapped from the estimate of
+    $V(s_{\tau+n})$ at the time of the update. ``n = 1`` is TD(0); ``n`` at least the longest
+    episode is every-visit constant-alpha Monte Carlo.
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``alpha`` | a float, or (num_runs,): one step size per run |
+    | ``policy`` | (S, A) or (S,) integer actions |
+    | ``V0`` | (S,) |
+    | returns ``V_history`` | (num_episodes + 1, num_runs, S) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section n-step TD.
+    """
+    n = require_int(n, "n", minimum=1)
+    alphas = None
+    if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
+        alphas = np.asarray(alpha, dtype=np.float64)
+        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
+            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
+        for a in alphas:
+            _require_alpha(float(a))
+        alpha = float(alphas[0])
+    model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
+        env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
+    if alphas is not None:
+        alpha = alphas
+    rows = np.arange(N)
+    limit = model.max_episode_steps
+    history = np.empty((num_episodes + 1, N, model.num_states))
+    history[0] = V
+    for k in progress(range(num_episodes), desc=f"{n}-step TD"):
+        s = model.sample_start(N, rng)
+        states = np.empty((64, N), dtype=np.intp)   # s_0, s_1, ... (grown as needed)
+        rewards = np.zeros((64, N))                  # rewards[i] = r_{i+1}
+        states[0] = s
+        T = np.full(N, np.iinfo(np.int64).max)   # episode length, once known
+        bootstrap_end = np.zeros(N, dtype=bool)  # ended by the time limit: bootstrap from s_T
+        t = 0
+        while True:
+            if t + 2 > states.shape[0]:
+                states = np.concatenate([states, np.empty_like(states)])
+                rewards = np.concatenate([rewards, np.zeros_like(rewards)])
+            running = t < T
+            if running.any():
+                a = _sample_actions(policy[s], rng)
+                s2, r, terminated = model.sample_step(s, a, rng)
+                s2 = np.where(running, s2, s)
+                truncated = limit is not None and t + 1 >= limit
+                ends = running & (terminated | truncated)
+                bootstrap_end |= ends & ~terminated
+                T = np.where(ends, t + 1, T)
+                states[t + 1], rewards[t] = s2, np.where(running, r, 0.0)
+                s = s2
+            else:
+                states[t + 1], rewards[t] = s, 0.0
+            tau = t + 1 - n
+            if tau >= 0:
+                upd = tau < T
+                hi = min(tau + n, t + 1)
+                i = np.arange(tau, hi)
+                G = ((gamma ** (i - tau))[:, None] * rewards[tau:hi]
+                     * (i[:, None] < T[None, :])).sum(axis=0)
+                end = np.minimum(tau + n, T)
+                boot = (tau + n < T) | bootstrap_end
+                G += np.where(boot, gamma ** (end - tau) * V[rows, states[np.minimum(end, t + 1), rows]],
+                              0.0)
+                s_tau = states[tau]
+                V[rows, s_tau] = np.where(upd, V[rows, s_tau] + alpha * (G - V[rows, s_tau]),
+                                          V[rows, s_tau])
+                if not (tau + 1 < T).any():
+                    break
+            t += 1
+        history[k + 1] = V
+    return history
+
+
+# --------------------------------------------------------------------------------------------
+# Batch updating: what TD and Monte Carlo converge to on a fixed data set
+# --------------------------------------------------------------------------------------------
+
+def batch_prediction(env, policy, num_runs: int, num_episodes: int, gamma: float = 1.0,
+                     tol: float = 1e-10, seed: int | None = None):
+    r"""Batch TD(0) and batch every-visit Monte Carlo on the same growing data sets
+    (Sutton and Barto, section 6.3), ``num_runs`` independent runs at once on the toy-text
+    model of ``env``.
+
+    After each new episode, both methods sweep the whole data set again and again, summing the
+    increments of their update over every recorded step before applying them, until V stops
+    changing (by less than ``tol``):
+
+    $$V(s) \leftarrow V(s) + \frac{1}{n(s)} \sum_{t:\,s_t = s} \big[\text{target}_t - V(s)\big],$$
+
+    with the TD(0) target $r_{t+1} + \gamma (1 - d_t) V(s_{t+1})$ or the MC target $G_t$, and
+    $n(s)$ the number of recorded visits of s (any small enough step gives the same limit; this
+    one makes a sweep one application of the empirical Bellman backup). States never visited
+    keep the value 0. Episodes must terminate (a time limit is refused).
+
+    | result | shape |
+    | --- | --- |
+    | ``(V_td, V_mc)`` | two (num_episodes, num_runs, S) arrays: row k after k + 1 episodes |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Batch updating: what TD and
+    Monte Carlo converge to.
+    """
+    model = toy_text_model(env)
+    S, A = model.num_states, model.num_actions
+    policy = _require_policy(policy, S, A)
+    N = require_int(num_runs, "num_runs", minimum=1)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    gamma = require_gamma(gamma)
+    tol = require_in_range(tol, "tol", 0.0, 1.0, low_open=True)
+    if model.max_episode_steps is not None:
+        raise ValueError("env must have no time limit: batch updating needs whole episodes")
+    rng = np.random.default_rng(_require_seed(seed))
+    rows = np.arange(N)
+    visits = np.zeros((N, S))          # n(s)
+    reward_sum = np.zeros((N, S))      # sum of r_{t+1} over visits of s
+    next_count = np.zeros((N, S, S))   # visits of s followed by a non-terminal s'
+    return_sum = np.zeros((N, S))      # sum of G_t over visits of s
+    V_td, V_mc = np.zeros((N, S)), np.zeros((N, S))
+    out_td, out_mc = np.empty((num_episodes, N, S)), np.empty((num_episodes, N, S))
+    for k in progress(range(num_episodes), desc="batch updating"):
+        s = model.sample_start(N, rng)
+        active = np.ones(N, dtype=bool)
+        steps = []
+        for _ in range(100_000):
+            a = _sample_actions(policy[s], rng)
+            s2, r, terminated = model.sample_step(s, a, rng)
+            steps.append((s, r, active.copy()))
+            np.add.at(visits, (rows, s), active)
+            np.add.at(reward_sum, (rows, s), np.where(active, r, 0.0))
+            np.add.at(next_count, (rows, s, s2), active & ~terminated)
+            active &= ~terminated
+            s = s2
+            if not active.any():
+                break
+        else:
+            raise ValueError("an episode ran 100000 steps without terminating")
+        G = np.zeros(N)
+        for s_t, r_t, inside in reversed(steps):
+            G = np.where(inside, r_t + gamma * G, G)
+            np.add.at(return_sum, (rows, s_t), np.where(inside, G, 0.0))
+        seen = visits > 0
+        n = np.maximum(visits, 1.0)
+        V_mc = np.where(seen, return_sum / n, 0.0)
+        for _ in range(100_000):  # the batch TD sweeps, all runs at once
+            V_new = np.where(seen, (reward_sum + gamma * np.einsum("nst,nt->ns", next_count, V_td)) / n,
+                             0.0)
+            change = np.abs(V_new - V_td).max()
+            V_td = V_new
+            if change < tol:
+                break
+        out_td[k], out_mc[k] = V_td, V_mc
+    return out_td, out_mc
+
+
+# --------------------------------------------------------------------------------------------
+# Monte Carlo control
+# --------------------------------------------------------------------------------------------
+
+def mc_control_batch(env, num_runs: int, num_episodes: int, gamma: float = 1.0, *,
+                     epsilon: float = 0.0, exploring_starts: bool = False, max_steps: int = 100,
+                     seed: int | None = None):
+    r"""First-visit Monte Carlo control with sample averages (Sutton and Barto, sections
+    5.3-5.4), ``num_runs`` runs at once on the toy-text model of ``env``: play an episode with
+    the current policy, then for the first visit of each pair $(s_t, a_t)$
+
+    $$n(s_t, a_t) \leftarrow n(s_t, a_t) + 1, \qquad
+      Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \frac{G_t - Q(s_t, a_t)}{n(s_t, a_t)},$$
+
+    and act greedily on the new Q (ties at random). Two ways to keep exploring:
+
+    - ``exploring_starts=True``: each episode starts in a pair $(s_0, a_0)$ drawn uniformly
+      over all non-terminal states and all actions, then follows the greedy policy;
+    - ``epsilon > 0``: an on-policy $\epsilon$-soft policy, $\epsilon$-greedy in Q.
+
+    Episodes are cut after ``max_steps`` steps (a greedy policy may loop forever); the return
+    of a cut episode is completed with $\gamma^{T} \max_a Q(s_T, a)$.
+
+    | result | shape |
+    | --- | --- |
+    | ``Q`` | (num_runs, S, A) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Monte Carlo control.
+    """
+    model = toy_text_model(env)
+    S, A = model.num_states, model.num_actions
+    N = require_int(num_runs, "num_runs", minimum=1)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    gamma = require_gamma(gamma)
+    epsilon = _require_epsilon(epsilon)
+    if not isinstance(exploring_starts, (bool, np.bool_)):
+        raise ValueError(f"exploring_starts must be True or False, got {exploring_starts!r}")
+    if not exploring_starts and epsilon == 0.0:
+        raise ValueError("epsilon must be > 0 without exploring_starts: a greedy policy alone "
+                         "stops exploring")
+    max_steps = require_int(max_steps, "max_steps", minimum=1)
+    rng = np.random.default_rng(_require_seed(seed))
+    rows = np.arange(N)
+    absorbing = np.all(model.terminated[..., 0] | (model.next_state[..., 0] == np.arange(S)[:, None])
+                       & (model.prob[..., 0] == 1.0) & (model.reward[..., 0] == 0.0), axis=1)
+    starts = np.flatnonzero(~absorbing)
+    Q = np.zeros((N, S, A))
+    counts = np.zeros((N, S, A))
+    for _ in progress(range(num_episodes), desc="MC control"):
+        if exploring_starts:
+            s = starts[rng.integers(starts.size, size=N)]
+            a = rng.integers(A, size=N)
+        else:
+            s = model.sample_start(N, rng)
+            a = _epsilon_greedy_batch(Q[rows, s], epsilon, rng)
+        active = np.ones(N, dtype=bool)
+        steps = []
+        for _t in range(max_steps):
+            s2, r, terminated = model.sample_step(s, a, rng)
+            steps.append((s, a, r, active.copy()))
+            active &= ~terminated
+            s = s2
+            a = _epsilon_greedy_batch(Q[rows, s], epsilon, rng)
+            if not active.any():
+                break
+        G = np.where(active, Q[rows, s].max(axis=1), 0.0)   # cut episodes: complete with Q
+        first = np.zeros((len(steps), N), dtype=bool)
+        seen = np.zeros((N, S, A), dtype=bool)
+        for t, (s_t, a_t, _, inside) in enumerate(steps):
+            first[t] = inside & ~seen[rows, s_t, a_t]
+            seen[rows, s_t, a_t] |= inside
+        for t in reversed(range(len(steps))):
+            s_t, a_t, r_t, inside = steps[t]
+            G = np.where(inside, r_t + gamma * G, G)
+            upd = first[t]
+            counts[rows, s_t, a_t] += upd
+            n = np.maximum(counts[rows, s_t, a_t], 1.0)
+            Q[rows, s_t, a_t] = np.where(upd, Q[rows, s_t, a_t] + (G - Q[rows, s_t, a_t]) / n,
+                                         Q[rows, s_t, a_t])
+    return Q

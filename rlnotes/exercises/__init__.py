@@ -7,13 +7,18 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
-from rlnotes.exercises.mdp import check_policy_evaluation, check_q_values, check_value_iteration
-from rlnotes.exercises.td import check_q_learning_update, check_sarsa_update, check_td0_update
+from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
+                                   check_policy_evaluation, check_q_values, check_value_iteration)
+from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
+                                  check_sarsa_update, check_td0_update,
+                                  check_weighted_importance_sampling)
 
 __all__ = [
     "CHECKS", "ExerciseFailed", "check", "expect", "expect_close", "expect_own_work",
     # MDPs and dynamic programming
+    "check_in_place_evaluation", "check_modified_policy_iteration",
     "check_policy_evaluation", "check_q_values", "check_value_iteration",
     # Learning without a model: Monte Carlo and TD
+    "check_certainty_equivalence", "check_weighted_importance_sampling",
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
 ]

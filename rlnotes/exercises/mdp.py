@@ -1,5 +1,9 @@
 """Checks of the exercises of the chapter "Markov decision processes and dynamic programming".
 
+The chapter's exercises use ``check_in_place_evaluation`` and ``check_modified_policy_iteration``;
+the earlier checks (policy evaluation, Q from V, value iteration) stay available for courses that
+assigned them.
+
 Each check calls the reader's function on small random MDPs with fixed seeds and compares the
 result with rlnotes.mdp and with the Bellman equations it must satisfy. On a mismatch it computes
 the answers of the usual mistakes (forgot gamma, max where the policy's expectation was needed or
@@ -12,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from rlnotes import mdp as _mdp
-from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work
 
-__all__ = ["check_policy_evaluation", "check_q_values", "check_value_iteration"]
+__all__ = ["check_in_place_evaluation", "check_modified_policy_iteration", "check_policy_evaluation",
+           "check_q_values", "check_value_iteration"]
 
 FORGOT_GAMMA = ("Your values are the undiscounted ones: multiply the expected next value by "
                 "gamma (mdp.gamma).")
@@ -196,3 +201,131 @@ def check_value_iteration(my_value_iteration):
                 f"{V_pi[s]:.6g}, the best policy {V_star[s]:.6g}.",
                 "Extract the policy from the final V: the argmax over actions (axis=1) of "
                 "Q = R + gamma * P @ V, computed with the same gamma and P as the values.")
+
+
+# ------------------------------------------------------------------------ in-place evaluation
+
+SYNCHRONOUS = ("Your sweep counts are those of synchronous sweeps: you computed each sweep from "
+               "a copy of the old V. In place, V[s] is overwritten at once, so the states after s "
+               "in the same sweep already use its new value.")
+IN_PLACE_STOP = ("Stop after the first sweep whose largest change Delta (over the states, within "
+                 "that sweep) satisfies gamma / (1 - gamma) * Delta < tol; count that sweep too.")
+
+
+def _in_place_cases():
+    """Discounted random MDPs on which in-place sweeps need clearly fewer sweeps."""
+    yield _mdp.random_mdp(8, 3, gamma=0.9, seed=21, concentration=0.3)
+    yield _mdp.random_mdp(6, 2, gamma=0.8, seed=22, terminal_prob=0.1, concentration=0.2)
+    yield _mdp.random_mdp(10, 4, gamma=0.95, seed=23, concentration=0.5)
+
+
+def _sweeps(result, what: str):
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise ExerciseFailed(f"{what} must return a pair (V, sweeps).", "End with `return V, sweeps`.")
+    sweeps = result[1]
+    if isinstance(sweeps, (bool, np.bool_)) or not float(sweeps).is_integer():
+        raise ExerciseFailed(f"sweeps must be a whole number, got {sweeps!r}.",
+                             "Count the sweeps over all states, starting at 1.")
+    return result[0], int(sweeps)
+
+
+@check
+def check_in_place_evaluation(my_in_place_evaluation):
+    """``my_in_place_evaluation(mdp, policy, tol=1e-10)`` returns ``(V, sweeps)``: V^pi within
+    tol, by in-place (Gauss-Seidel) sweeps over the states in the order 0, 1, ..., S-1, and the
+    number of sweeps, for an (S, A) policy matrix and gamma < 1."""
+    expect_own_work(my_in_place_evaluation, _mdp.in_place_policy_evaluation,
+                    _mdp.iterative_policy_evaluation, _mdp.policy_evaluation,
+                    _mdp.bellman_expectation_backup)
+    for i, mdp in enumerate(_in_place_cases()):
+        pi = _random_policy(mdp, seed=200 + i)
+        S = mdp.num_states
+        V, sweeps = _sweeps(my_in_place_evaluation(mdp, pi.copy(), _TOL), "my_in_place_evaluation")
+        got = _as_array(V, "V", (S,), "Return V with one value per state.")
+        expected = _mdp.policy_evaluation(mdp, pi)
+        wrong = {USED_MAX: _mdp.value_iteration(mdp)[0]}
+        default = STOPPED_EARLY if _close(got, expected) else NOT_FIXED_POINT
+        _diagnose(got, expected, f"V on test MDP {i}", wrong, default, atol=_WITHIN_TOL)
+        _, ref_sweeps = _mdp.in_place_policy_evaluation(mdp, pi, _TOL)
+        _, sync_sweeps = _mdp.iterative_policy_evaluation(mdp, pi, _TOL)
+        if sweeps == sync_sweeps:
+            raise ExerciseFailed(f"On test MDP {i} you needed {sweeps} sweeps, as many as "
+                                 f"synchronous sweeps; in place it takes {ref_sweeps}.", SYNCHRONOUS)
+        if abs(sweeps - ref_sweeps) > 1:
+            raise ExerciseFailed(f"On test MDP {i} you report {sweeps} sweeps; in-place sweeps in "
+                                 f"the order 0, 1, ..., S-1 need {ref_sweeps}.", IN_PLACE_STOP)
+
+
+# ------------------------------------------------------------------------ modified policy iteration
+
+IGNORED_M = ("Your iteration counts do not depend on m: after each improvement, apply the new "
+             "policy's backup T^pi m times in all (the first is T V itself) before improving again.")
+EVALUATED_WITH_MAX = ("Between improvements, back up with the fixed policy pi (R[s, pi(s)] + gamma "
+                      "P[s, pi(s)] @ V), not with the max over actions: that is value iteration.")
+MPI_STOP = ("Stop when gamma / (1 - gamma) * max|T V - V| < tol, computed at the improvement step, "
+            "and return T V with its greedy policy; count the improvements made before that.")
+
+
+@check
+def check_modified_policy_iteration(my_modified_policy_iteration):
+    """``my_modified_policy_iteration(mdp, m, tol=1e-10)`` returns ``(V, policy, iterations)``:
+    V within tol of V*, an optimal (S,) policy, and the number of improvements, for gamma < 1."""
+    expect_own_work(my_modified_policy_iteration, _mdp.modified_policy_iteration,
+                    _mdp.value_iteration, _mdp.policy_iteration, _mdp.bellman_optimality_backup,
+                    _mdp.policy_evaluation)
+    for i, mdp in enumerate(_in_place_cases()):
+        S, A = mdp.num_states, mdp.num_actions
+        V_star, _ = _mdp.policy_iteration(mdp)
+        counts = {}
+        for m in (1, 4, 20):
+            result = my_modified_policy_iteration(mdp, m, _TOL)
+            if not isinstance(result, tuple) or len(result) != 3:
+                raise ExerciseFailed("my_modified_policy_iteration must return (V, policy, iterations).",
+                                     "End with `return V, policy, iterations`.")
+            got = _as_array(result[0], "V", (S,), "Return V with one value per state.")
+            default = STOPPED_EARLY if _close(got, V_star) else "V is not V*: check the backups."
+            _diagnose(got, V_star, f"V on test MDP {i} with m = {m}", {}, default, atol=_WITHIN_TOL)
+            policy = np.asarray(result[1])
+            if policy.shape != (S,) or not np.all(np.equal(np.mod(policy, 1), 0)) \
+                    or policy.min() < 0 or policy.max() >= A:
+                raise ExerciseFailed(f"policy must be an ({S},) array of integer actions in [0, {A}).",
+                                     "Return the greedy actions of the final V, argmax over axis 1.")
+            V_pi = _mdp.policy_evaluation(mdp, policy.astype(np.int64))
+            expect(np.allclose(V_pi, V_star, atol=1e-6),
+                   f"Your policy is not optimal on test MDP {i} with m = {m}.",
+                   "Return the greedy policy of the final V.")
+            counts[m] = int(result[2])
+            _, _, ref = _mdp.modified_policy_iteration(mdp, m, _TOL)
+            if abs(counts[m] - ref) > 1:
+                vi = _mdp.modified_policy_iteration(mdp, 1, _TOL)[2]
+                hint = (IGNORED_M if m > 1 and counts[m] == counts[1] else
+                        EVALUATED_WITH_MAX if m > 1 and abs(counts[m] * m - vi) <= m else MPI_STOP)
+                raise ExerciseFailed(f"On test MDP {i} with m = {m} you report {counts[m]} "
+                                     f"improvements; modified policy iteration makes {ref}.", hint)
+        _check_first_iteration(my_modified_policy_iteration, mdp, i)
+
+
+def _check_first_iteration(my_modified_policy_iteration, mdp, i: int, m: int = 4) -> None:
+    """With a tol that stops the method right after its first improvement, V must be T V_1
+    where V_1 = (T^pi_1)^m V_0: this tells the policy's backups from value iteration's."""
+    P, R, gamma = np.asarray(mdp.P), np.asarray(mdp.R), mdp.gamma
+    S = mdp.num_states
+    rows = np.arange(S)
+    Q0 = R + gamma * P @ np.zeros(S)
+    pi = Q0.argmax(axis=1)
+    V1 = Q0.max(axis=1)
+    for _ in range(m - 1):
+        V1 = R[rows, pi] + gamma * P[rows, pi] @ V1
+    TV1 = (R + gamma * P @ V1).max(axis=1)
+    bound0 = gamma / (1 - gamma) * np.abs(Q0.max(axis=1)).max()
+    bound1 = gamma / (1 - gamma) * np.abs(TV1 - V1).max()
+    if not bound1 < bound0:
+        return
+    tol = float(np.sqrt(bound0 * bound1))
+    V, _, iterations = my_modified_policy_iteration(mdp, m, tol)
+    got = np.asarray(V, dtype=np.float64)
+    if int(iterations) != 1 or got.shape != (S,) or not np.allclose(got, TV1, atol=1e-9):
+        raise ExerciseFailed(
+            f"On test MDP {i} with m = {m} and tol = {tol:.4g}, modified policy iteration stops "
+            f"after one improvement and returns T V_1; you returned {int(iterations)} improvements "
+            "and other values.", EVALUATED_WITH_MAX if int(iterations) == 1 else MPI_STOP)

@@ -1,5 +1,10 @@
 """Checks of the exercises of the chapter "Learning without a model: Monte Carlo and TD".
 
+The chapter's coding exercises use ``check_certainty_equivalence`` and
+``check_weighted_importance_sampling`` (batches of episodes as lists of transitions
+``(s, a, r, s2, terminated)``); the one-update checks stay available for courses that assigned
+them.
+
 Each check calls the reader's function on random inputs with fixed seeds and compares with
 rlnotes.tabular; on a mismatch it recognises the usual mistakes (no step size, bootstrapping
 from a terminal state, the wrong sign of the TD error, max instead of the next action in SARSA)
@@ -15,7 +20,8 @@ import numpy as np
 from rlnotes import tabular
 from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work
 
-__all__ = ["check_td0_update", "check_sarsa_update", "check_q_learning_update"]
+__all__ = ["check_certainty_equivalence", "check_q_learning_update", "check_sarsa_update",
+           "check_td0_update", "check_weighted_importance_sampling", "random_episodes"]
 
 
 def _as_float_array(x, what: str, shape) -> np.ndarray:
@@ -170,3 +176,159 @@ def check_q_learning_update(my_q_learning_update, seeds=(0, 1, 2), num_episodes:
                f"probability {success:.3f}, not 1.",
                "Check the update on a terminal transition (reward 1, no bootstrap) and that "
                "values flow back: the target uses max over the next state's actions.")
+
+
+# ------------------------------------------------------------------------ batches of episodes
+
+def random_episodes(num_episodes: int, num_states: int = 5, num_actions: int = 2, *, seed: int,
+                    policy=None, end_prob: float = 0.25):
+    """Episodes of a small random MDP, as lists of transitions ``(s, a, r, s2, terminated)``.
+
+    States 0..num_states-1 are non-terminal; ``num_states`` is the terminal state, entered with
+    probability ``end_prob`` on every step. Rewards are rounded normal draws that depend on
+    (s, a). ``policy`` is an (num_states, num_actions) matrix of probabilities (uniform if None).
+    Returns ``(episodes, policy)``.
+    """
+    rng = np.random.default_rng(seed)
+    S, A = num_states, num_actions
+    P = rng.dirichlet(np.full(S, 0.5), size=(S, A))
+    R = np.round(rng.normal(size=(S, A)), 1)
+    policy = np.full((S, A), 1.0 / A) if policy is None else np.asarray(policy, dtype=np.float64)
+    episodes = []
+    for _ in range(num_episodes):
+        s, episode = int(rng.integers(S)), []
+        while True:
+            a = int(rng.choice(A, p=policy[s]))
+            r = float(R[s, a] + np.round(rng.normal(scale=0.5), 1))
+            if rng.random() < end_prob:
+                episode.append((s, a, r, S, True))
+                break
+            s2 = int(rng.choice(S, p=P[s, a]))
+            episode.append((s, a, r, s2, False))
+            s = s2
+        episodes.append(episode)
+    return episodes, policy
+
+
+def certainty_equivalence(episodes, num_states: int, gamma: float) -> np.ndarray:
+    """The reference answer of ``ex-td-certainty-equivalence`` (not shown in the chapter)."""
+    n = np.zeros(num_states)
+    r_sum = np.zeros(num_states)
+    counts = np.zeros((num_states, num_states))
+    for episode in episodes:
+        for s, _, r, s2, terminated in episode:
+            n[s] += 1
+            r_sum[s] += r
+            if not terminated:
+                counts[s, s2] += 1
+    V = np.zeros(num_states)
+    seen = n > 0
+    P_hat = counts[np.ix_(seen, seen)] / n[seen, None]
+    V[seen] = np.linalg.solve(np.eye(int(seen.sum())) - gamma * P_hat, r_sum[seen] / n[seen])
+    return V
+
+
+def _batch_mc(episodes, num_states: int, gamma: float, weights=None) -> np.ndarray:
+    num, den = np.zeros(num_states), np.zeros(num_states)
+    for episode in episodes:
+        G, rho = 0.0, 1.0
+        for s, a, r, _, _ in reversed(episode):
+            G = r + gamma * G
+            w = 1.0 if weights is None else weights(s, a)
+            rho *= w
+            num[s] += rho * G
+            den[s] += rho
+    return np.divide(num, den, out=np.zeros(num_states), where=den > 0)
+
+
+CE_IS_MC = ("Your values are the averages of the observed returns: that is batch Monte Carlo. The "
+            "certainty-equivalence estimate first builds the model: the mean reward of leaving s "
+            "and the fraction of departures from s that go to each non-terminal s2, then solves "
+            "V = r_hat + gamma * P_hat V.")
+CE_NO_GAMMA = "Discount the next value: V = r_hat + gamma * P_hat V."
+CE_COUNTS = ("P_hat[s, s2] is the number of transitions s -> s2 divided by the number of departures "
+             "from s (terminal transitions included in that number, as they leave s too).")
+
+
+@check
+def check_certainty_equivalence(my_certainty_equivalence):
+    """``my_certainty_equivalence(episodes, num_states, gamma)`` returns the (num_states,)
+    values of the maximum-likelihood model of the episodes (0 for states never left)."""
+    expect_own_work(my_certainty_equivalence, tabular.batch_prediction)
+    for i, (num_episodes, gamma) in enumerate([(3, 1.0), (12, 0.9), (40, 1.0)]):
+        episodes, _ = random_episodes(num_episodes, seed=30 + i)
+        S = 5
+        got = _as_float_array(my_certainty_equivalence([list(e) for e in episodes], S, gamma),
+                              "my_certainty_equivalence's result", (S,))
+        expected = certainty_equivalence(episodes, S, gamma)
+        if np.allclose(got, expected, atol=1e-8):
+            continue
+        message = (f"On batch {i} ({num_episodes} episodes, gamma = {gamma}) got "
+                   f"{np.round(got, 4).tolist()}, expected {np.round(expected, 4).tolist()}.")
+        if np.allclose(got, _batch_mc(episodes, S, gamma), atol=1e-8):
+            raise ExerciseFailed(message, CE_IS_MC)
+        if gamma < 1 and np.allclose(got, certainty_equivalence(episodes, S, 1.0), atol=1e-8):
+            raise ExerciseFailed(message, CE_NO_GAMMA)
+        raise ExerciseFailed(message, CE_COUNTS)
+
+
+IS_ORDINARY = ("You divided by the number of visits: that is ordinary importance sampling. The "
+               "weighted estimate divides the sum of rho * G by the sum of the ratios rho.")
+IS_FROM_NEXT = ("Your ratio starts one step late: V(s_t) averages over the action a_t too, so "
+                "rho_t = prod over k = t, ..., T-1 of pi(a_k | s_k) / b(a_k | s_k) includes a_t.")
+IS_INVERTED = "The ratio is pi / b (target over behaviour), not b / pi."
+IS_NONE = ("These are the behaviour policy's values: weight each return by the importance ratio of "
+           "the actions that produced it.")
+
+
+@check
+def check_weighted_importance_sampling(my_off_policy_mc):
+    """``my_off_policy_mc(episodes, target, behaviour, gamma)`` returns the every-visit weighted
+    importance-sampling estimate of V^pi, shape (S,), from episodes played with ``behaviour``;
+    ``target`` and ``behaviour`` are (S, A) probability matrices; 0 where no weight arrived."""
+    expect_own_work(my_off_policy_mc, tabular.mc_prediction, tabular.mc_prediction_batch)
+    S, A = 5, 3
+    rng = np.random.default_rng(44)
+    for i, (num_episodes, gamma) in enumerate([(4, 1.0), (30, 0.9)]):
+        behaviour = rng.dirichlet(np.ones(A) * 2, size=S)
+        target = rng.dirichlet(np.ones(A), size=S)
+        episodes, _ = random_episodes(num_episodes, S, A, seed=50 + i, policy=behaviour)
+        got = _as_float_array(my_off_policy_mc([list(e) for e in episodes], target.copy(),
+                                                behaviour.copy(), gamma),
+                              "my_off_policy_mc's result", (S,))
+        ratio = target / behaviour
+        expected = _batch_mc(episodes, S, gamma, lambda s, a: ratio[s, a])
+        if np.allclose(got, expected, atol=1e-8):
+            continue
+        message = (f"On batch {i} got {np.round(got, 4).tolist()}, expected "
+                   f"{np.round(expected, 4).tolist()}.")
+        num = np.zeros(S)
+        visits = np.zeros(S)
+        for episode in episodes:
+            G, rho = 0.0, 1.0
+            for s, a, r, _, _ in reversed(episode):
+                G, rho = r + gamma * G, rho * ratio[s, a]
+                num[s] += rho * G
+                visits[s] += 1
+        ordinary = np.divide(num, visits, out=np.zeros(S), where=visits > 0)
+        late = np.zeros(S)
+        late_num, late_den = np.zeros(S), np.zeros(S)
+        for episode in episodes:
+            G, rho = 0.0, 1.0
+            for s, a, r, _, _ in reversed(episode):
+                G = r + gamma * G
+                late_num[s] += rho * G
+                late_den[s] += rho
+                rho *= ratio[s, a]
+        late = np.divide(late_num, late_den, out=late, where=late_den > 0)
+        candidates = {
+            IS_ORDINARY: ordinary,
+            IS_FROM_NEXT: late,
+            IS_INVERTED: _batch_mc(episodes, S, gamma, lambda s, a: 1.0 / ratio[s, a]),
+            IS_NONE: _batch_mc(episodes, S, gamma),
+        }
+        for hint, value in candidates.items():
+            if np.allclose(got, value, atol=1e-8):
+                raise ExerciseFailed(message, hint)
+        raise ExerciseFailed(message, "V(s) = sum of rho_t G_t over the visits of s, divided by "
+                                      "the sum of rho_t over the same visits.")

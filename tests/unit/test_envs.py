@@ -129,7 +129,7 @@ def test_tabular_env_rejects_bad_tables():
         TabularEnv({}, [1.0])
     with pytest.raises(ValueError, match="sum to 1"):
         TabularEnv({0: {0: [(0.5, 0, 0.0, False)]}}, [1.0])
-    with pytest.raises(ValueError, match="initial_distribution"):
+    with pytest.raises(ValueError, match="initial_state_distrib"):
         TabularEnv({0: {0: [(1.0, 0, 0.0, False)]}}, [0.5])
 
 

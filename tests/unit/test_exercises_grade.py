@@ -350,12 +350,12 @@ def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path)
         for student, source in [("reader", ROOT / m.rel), ("student_edition", tmp_path / "edition" / m.rel)]:
             (subs / student / m.rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, subs / student / m.rel)
-    # A "solution" that calls rlnotes' own value iteration instead of writing one.
+    # A "solution" that calls rlnotes' own in-place evaluation instead of writing one.
     mdp_rel = next(m.rel for m in masters if Path(m.rel).name == "mdp_dynamic_programming.ipynb")
     nb = nbformat.read(ROOT / mdp_rel, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "def my_value_iteration" in c.source)
-    cell.source = ("import rlnotes.mdp\n\ndef my_value_iteration(mdp, tol=1e-10):\n"
-                   "    return rlnotes.mdp.value_iteration(mdp, tol)\n")
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def my_in_place_evaluation" in c.source)
+    cell.source = ("import rlnotes.mdp\n\ndef my_in_place_evaluation(mdp, policy, tol=1e-10):\n"
+                   "    return rlnotes.mdp.in_place_policy_evaluation(mdp, policy, tol)\n")
     (subs / "calls_reference" / mdp_rel).parent.mkdir(parents=True)
     nbformat.write(nb, subs / "calls_reference" / mdp_rel)
     start = time.monotonic()
@@ -369,7 +369,7 @@ def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path)
     assert all(r.passed == 1 for r in reader), [r for r in reader if not r.passed]
     assert all(r.passed == 0 and "NotImplementedError" in r.detail for r in blank), blank
     copied = {r.exercise: r for r in rows if r.student == "calls_reference"}
-    assert copied["ex-mdp-value-iteration"].passed == 0
-    assert "rlnotes' own rlnotes.mdp.value_iteration" in copied["ex-mdp-value-iteration"].detail
-    assert copied["ex-mdp-q-values"].passed == 1 and copied["ex-mdp-policy-evaluation"].passed == 1
+    assert copied["ex-mdp-in-place"].passed == 0
+    assert "rlnotes' own rlnotes.mdp.in_place_policy_evaluation" in copied["ex-mdp-in-place"].detail
+    assert copied["ex-mdp-modified-policy-iteration"].passed == 1
     assert per_student < 120

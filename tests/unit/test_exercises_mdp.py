@@ -125,3 +125,82 @@ def test_value_iteration_check_rejects_bad_policies_and_results():
         check_value_iteration.raw(lambda m, tol=1e-10: vi(m, tol)[0])
     with pytest.raises(core.ExerciseFailed, match="policy has shape"):
         check_value_iteration.raw(lambda m, tol=1e-10: (vi(m, tol)[0], np.eye(m.num_actions)[vi(m, tol)[1]]))
+
+
+# ------------------------------------------------------------------------ in-place evaluation
+
+from rlnotes.exercises.mdp import (EVALUATED_WITH_MAX, IGNORED_M, SYNCHRONOUS,  # noqa: E402
+                                   check_in_place_evaluation, check_modified_policy_iteration)
+
+
+def in_place(mdp, policy, tol=1e-10, *, synchronous=False, rule="contraction", backup="mean"):
+    P, R, gamma = mdp.P, mdp.R, mdp.gamma
+    V = np.zeros(mdp.num_states)
+    sweeps = 0
+    while True:
+        sweeps += 1
+        old = V.copy()
+        change = 0.0
+        for s in range(mdp.num_states):
+            source = old if synchronous else V
+            q = R[s] + gamma * P[s] @ source
+            v = (policy[s] * q).sum() if backup == "mean" else q.max()
+            change = max(change, abs(v - V[s]))
+            V[s] = v
+        if rule == "contraction" and gamma * change < tol * (1 - gamma):
+            return V, sweeps
+        if rule == "naive" and change < tol:
+            return V, sweeps
+
+
+def test_in_place_check_accepts_correct_and_rejects_typical_mistakes():
+    assert check_in_place_evaluation(in_place) is None
+    with pytest.raises(core.ExerciseFailed) as err:
+        check_in_place_evaluation.raw(lambda m, p, tol=1e-10: in_place(m, p, tol, synchronous=True))
+    assert err.value.hint == SYNCHRONOUS
+    with pytest.raises(core.ExerciseFailed) as err:
+        check_in_place_evaluation.raw(lambda m, p, tol=1e-10: in_place(m, p, tol, rule="naive"))
+    assert err.value.hint == STOPPED_EARLY
+    with pytest.raises(core.ExerciseFailed) as err:
+        check_in_place_evaluation.raw(lambda m, p, tol=1e-10: in_place(m, p, tol, backup="max"))
+    assert err.value.hint == USED_MAX
+    with pytest.raises(core.ExerciseFailed, match="pair"):
+        check_in_place_evaluation.raw(lambda m, p, tol=1e-10: in_place(m, p, tol)[0])
+    with pytest.raises(core.ExerciseFailed, match="rlnotes"):
+        from rlnotes.mdp import in_place_policy_evaluation
+        check_in_place_evaluation.raw(lambda m, p, tol=1e-10: in_place_policy_evaluation(m, p, tol))
+
+
+# ------------------------------------------------------------------------ modified policy iteration
+
+def mpi(mdp, m, tol=1e-10, *, ignore_m=False, use_max=False, rule="contraction"):
+    P, R, gamma = mdp.P, mdp.R, mdp.gamma
+    S = mdp.num_states
+    V = np.zeros(S)
+    k = 0
+    while True:
+        Q = R + gamma * P @ V
+        pi = Q.argmax(axis=1)
+        TV = Q.max(axis=1)
+        change = np.abs(TV - V).max()
+        if (rule == "contraction" and gamma * change < tol * (1 - gamma)) or \
+                (rule == "naive" and change < tol):
+            return TV, (R + gamma * P @ TV).argmax(axis=1), k
+        k += 1
+        V = TV
+        for _ in range(0 if ignore_m else m - 1):
+            if use_max:
+                V = (R + gamma * P @ V).max(axis=1)
+            else:
+                V = R[np.arange(S), pi] + gamma * P[np.arange(S), pi] @ V
+
+
+def test_modified_policy_iteration_check():
+    assert check_modified_policy_iteration(mpi) is None
+    for kwargs, hint in [(dict(ignore_m=True), IGNORED_M), (dict(use_max=True), EVALUATED_WITH_MAX),
+                         (dict(rule="naive"), STOPPED_EARLY)]:
+        with pytest.raises(core.ExerciseFailed) as err:
+            check_modified_policy_iteration.raw(lambda mdp, m, tol=1e-10: mpi(mdp, m, tol, **kwargs))
+        assert err.value.hint == hint, kwargs
+    with pytest.raises(core.ExerciseFailed, match="iterations"):
+        check_modified_policy_iteration.raw(lambda mdp, m, tol=1e-10: mpi(mdp, m, tol)[:2])

@@ -4,6 +4,8 @@ the hint that names them."""
 import numpy as np
 import pytest
 
+from rlnotes.exercises import core
+
 from rlnotes.exercises import CHECKS, ExerciseFailed
 from rlnotes.exercises.td import (NO_ALPHA, NO_DONE_MASK, NO_GAMMA, USED_MAX, WRONG_SIGN,
                                   check_q_learning_update, check_sarsa_update, check_td0_update)
@@ -140,3 +142,92 @@ def test_q_learning_that_does_not_learn_fails_the_learning_part(monkeypatch):
 def test_q_learning_wrong_shape():
     with pytest.raises(ExerciseFailed, match="shape"):
         check_q_learning_update.raw(lambda Q, s, a, r, s2, d, al, g: Q[s])
+
+
+# ------------------------------------------------------------------------ batches of episodes
+
+from rlnotes.exercises.td import (CE_IS_MC, CE_NO_GAMMA, IS_FROM_NEXT, IS_INVERTED,  # noqa: E402
+                                  IS_NONE, IS_ORDINARY, certainty_equivalence,
+                                  check_certainty_equivalence, check_weighted_importance_sampling,
+                                  random_episodes)
+
+
+def ce(episodes, num_states, gamma, *, drop_gamma=False):
+    n = np.zeros(num_states)
+    r_sum = np.zeros(num_states)
+    C = np.zeros((num_states, num_states))
+    for episode in episodes:
+        for s, a, r, s2, terminated in episode:
+            n[s] += 1
+            r_sum[s] += r
+            if not terminated:
+                C[s, s2] += 1
+    g = 1.0 if drop_gamma else gamma
+    V = np.zeros(num_states)
+    seen = n > 0
+    V[seen] = np.linalg.solve(np.eye(seen.sum()) - g * C[seen][:, seen] / n[seen, None],
+                              r_sum[seen] / n[seen])
+    return V
+
+
+def batch_mc(episodes, num_states, gamma):
+    total, count = np.zeros(num_states), np.zeros(num_states)
+    for episode in episodes:
+        G = 0.0
+        for s, a, r, s2, terminated in reversed(episode):
+            G = r + gamma * G
+            total[s] += G
+            count[s] += 1
+    return np.divide(total, count, out=np.zeros(num_states), where=count > 0)
+
+
+def test_certainty_equivalence_check():
+    assert check_certainty_equivalence(ce) is None
+    for wrong, hint in [(batch_mc, CE_IS_MC),
+                        (lambda e, S, g: ce(e, S, g, drop_gamma=True), CE_NO_GAMMA)]:
+        with pytest.raises(core.ExerciseFailed) as err:
+            check_certainty_equivalence.raw(wrong)
+        assert err.value.hint == hint
+    with pytest.raises(core.ExerciseFailed, match="shape"):
+        check_certainty_equivalence.raw(lambda e, S, g: np.zeros(S + 1))
+
+
+def test_certainty_equivalence_is_the_limit_of_batch_td():
+    """The reference answer is the fixed point of batch TD(0) on the same data."""
+    episodes, _ = random_episodes(20, seed=3)
+    V = certainty_equivalence(episodes, 5, 0.9)
+    for _ in range(2000):
+        inc = np.zeros(5)
+        for episode in episodes:
+            for s, a, r, s2, terminated in episode:
+                inc[s] += r + 0.9 * (0.0 if terminated else V[s2]) - V[s]
+    assert np.abs(inc).max() < 1e-9
+
+
+def off_policy_mc(episodes, target, behaviour, gamma, *, mode="weighted"):
+    S = target.shape[0]
+    num, den = np.zeros(S), np.zeros(S)
+    for episode in episodes:
+        G, rho = 0.0, 1.0
+        for s, a, r, s2, terminated in reversed(episode):
+            G = r + gamma * G
+            ratio = target[s, a] / behaviour[s, a]
+            if mode == "late":
+                num[s] += rho * G
+                den[s] += rho
+                rho *= ratio
+                continue
+            rho *= {"weighted": ratio, "ordinary": ratio, "inverted": 1 / ratio, "none": 1.0}[mode]
+            num[s] += rho * G
+            den[s] += 1.0 if mode == "ordinary" else rho
+    return np.divide(num, den, out=np.zeros(S), where=den > 0)
+
+
+def test_weighted_importance_sampling_check():
+    assert check_weighted_importance_sampling(off_policy_mc) is None
+    for mode, hint in [("ordinary", IS_ORDINARY), ("late", IS_FROM_NEXT), ("inverted", IS_INVERTED),
+                       ("none", IS_NONE)]:
+        with pytest.raises(core.ExerciseFailed) as err:
+            check_weighted_importance_sampling.raw(
+                lambda e, t, b, g, mode=mode: off_policy_mc(e, t, b, g, mode=mode))
+        assert err.value.hint == hint, mode

@@ -184,6 +184,7 @@ class Loop(gym.Env):
     action_space = spaces.Discrete(2)
     P = {0: {0: [(1.0, 0, 1.0, False)], 1: [(1.0, 1, 10.0, True)]},
          1: {0: [(1.0, 1, 0.0, True)], 1: [(1.0, 1, 0.0, True)]}}
+    initial_state_distrib = np.array([1.0, 0.0])   # reset starts in state 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

@@ -1,0 +1,58 @@
+"""Claims of the TD chapter's prose and written solutions, checked at the scale they state (the
+notebook asserts the prose claims too; written solutions are not executed by the build)."""
+
+from collections import Counter
+
+import gymnasium as gym
+import numpy as np
+
+import rlnotes.envs  # noqa: F401
+from rlnotes import tabular as tb
+from rlnotes.envs.random_walk import true_values, uniform_policy
+
+START, GOAL = 36, 47
+OPTIMAL = tuple([START, 24, *range(25, 36), GOAL])
+
+
+def test_first_visit_exercise_solution():
+    """ex-td-first-visit: 100 runs of 100 episodes, seed 1, V0 = 0.5."""
+    walk = gym.make("rlnotes/RandomWalk-v0")
+    pi, v, states = uniform_policy(), true_values(), np.arange(1, 6)
+    V0 = np.where(np.isin(np.arange(7), states), 0.5, 0.0)
+
+    def final(first_visit, alpha):
+        h = tb.mc_prediction_batch(walk, pi, 100, 100, alpha, first_visit=first_visit, V0=V0, seed=1)
+        return tb.rms_error(h, v, states).mean(axis=1)[100]
+
+    assert final(True, 0.01) > final(False, 0.01)     # slower with a small step
+    assert final(True, 0.04) < final(False, 0.04)     # lower with the largest step
+    td = tb.rms_error(tb.td0_prediction_batch(walk, pi, 100, 100, 0.05, V0=V0, seed=1), v,
+                      states).mean(axis=1)[100]
+    assert all(td < final(fv, a) for fv in (True, False) for a in (0.01, 0.02, 0.03, 0.04))
+
+
+def test_cliff_epsilon_exercise_solution():
+    """ex-td-cliff-epsilon: epsilon_k = 0.1 / k, alpha = 0.5, 100 runs of 500 episodes."""
+    cliff = gym.make("CliffWalking-v1")
+    kw = dict(num_runs=100, num_episodes=500, alpha=0.5, epsilon=0.1, seed=0)
+    Q_s, R_s = tb.td_control_batch(cliff, "sarsa", epsilon_decay=1.0, **kw)
+    Q_q, R_q = tb.td_control_batch(cliff, "q_learning", epsilon_decay=1.0, **kw)
+    sarsa_paths = Counter(tuple(tb.greedy_path(cliff, q)[0]) for q in Q_s)
+    assert len(sarsa_paths.most_common(1)[0][0]) - 1 == 15
+    assert 0 < sarsa_paths[OPTIMAL] < 50
+    assert all(tuple(tb.greedy_path(cliff, q)[0]) == OPTIMAL for q in Q_q)
+    assert abs(R_s[:, -100:].mean() - R_q[:, -100:].mean()) < 3
+    _, R_s0 = tb.td_control_batch(cliff, "sarsa", **kw)
+    _, R_q0 = tb.td_control_batch(cliff, "q_learning", **kw)
+    assert R_s0[:, -100:].mean() - R_q0[:, -100:].mean() > 10
+
+
+def test_cliff_glie_and_small_step_claims():
+    cliff = gym.make("CliffWalking-v1")
+    Q, _ = tb.td_control_batch(cliff, "sarsa", num_runs=40, num_episodes=1000, alpha=1.0,
+                               epsilon=0.05, epsilon_decay=1.0, alpha_decay=0.51, seed=0)
+    assert sum(tuple(tb.greedy_path(cliff, q)[0]) == OPTIMAL for q in Q) >= 10
+    Q, _ = tb.td_control_batch(cliff, "sarsa", num_runs=100, num_episodes=500, alpha=0.1,
+                               epsilon=0.1, seed=0)
+    mode = Counter(tuple(tb.greedy_path(cliff, q)[0]) for q in Q).most_common(1)[0][0]
+    assert len(mode) - 1 == 15 and min(mode) == 12   # along row 1, one row clear of the edge
