@@ -932,20 +932,26 @@ def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: fl
 
 def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: float,
                      epsilon: float, gamma: float = 1.0, seed: int | None = None, *,
-                     epsilon_decay: float = 0.0, alpha_decay: float = 0.0):
+                     epsilon_decay: float = 0.0, alpha_decay: float = 0.0,
+                     epsilon_clock: str = "episode"):
     r""":func:`sarsa`, :func:`q_learning` or :func:`expected_sarsa` (``method``) for ``num_runs``
     independent runs at once, simulated with numpy on the toy-text model of ``env``.
 
     Each run plays its own episodes back to back (a run whose episode ends starts the next one at
     once), so the runs need not stay in step; a run stops after ``num_episodes`` episodes.
 
-    Schedules (both off by default): in episode k = 1, 2, ... the exploration rate is
-    $\epsilon_k = \epsilon / k^{\text{epsilon\_decay}}$, and the n-th update of a pair
-    (s, a) uses the step $\alpha_n = \alpha / n^{\text{alpha\_decay}}$. With
-    ``0.5 < alpha_decay <= 1`` the steps satisfy Robbins and Monro's conditions
-    ($\sum_n \alpha_n = \infty$, $\sum_n \alpha_n^2 < \infty$); with
-    ``0 < epsilon_decay <= 1`` exploration fades to greedy while every pair is still tried
-    infinitely often ($\sum_k \epsilon_k = \infty$): GLIE (Singh et al., 2000).
+    Schedules (both off by default): the n-th update of a pair (s, a) uses the step
+    $\alpha_n = \alpha / n^{\text{alpha\_decay}}$; with ``0.5 < alpha_decay <= 1`` the steps
+    satisfy Robbins and Monro's conditions ($\sum_n \alpha_n = \infty$,
+    $\sum_n \alpha_n^2 < \infty$). The exploration rate decays with a clock:
+    ``epsilon_clock="episode"`` uses $\epsilon_k = \epsilon / k^{\text{epsilon\_decay}}$ in
+    episode k = 1, 2, ...; ``epsilon_clock="state"`` uses
+    $\epsilon / n(s)^{\text{epsilon\_decay}}$ when acting in s for the n(s)-th time. The
+    state clock with ``epsilon_decay = 1`` is Singh et al.'s (2000) GLIE example: greedy in the
+    limit, and every action of a state visited infinitely often is tried infinitely often
+    ($\sum_n 1/n = \infty$ at that state). The episode clock need not be GLIE: a pair that can
+    only be reached by m >= 2 exploratory choices within one episode is tried with
+    probability of order $\epsilon_k^m$, whose sum over k is finite for ``epsilon_decay = 1``.
 
     | result | shape |
     | --- | --- |
@@ -963,21 +969,33 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     gamma = require_gamma(gamma)
     epsilon_decay = require_in_range(epsilon_decay, "epsilon_decay", 0.0, 10.0)
     alpha_decay = require_in_range(alpha_decay, "alpha_decay", 0.0, 10.0)
+    if epsilon_clock not in ("episode", "state"):
+        raise ValueError(f"epsilon_clock must be 'episode' or 'state', got {epsilon_clock!r}")
+    by_state = epsilon_clock == "state" and epsilon_decay > 0
     rng = np.random.default_rng(_require_seed(seed))
     rows = np.arange(N)
     Q = np.zeros((N, model.num_states, model.num_actions))
     visits = np.zeros(Q.shape)
+    state_visits = np.zeros((N, model.num_states))  # n(s): actions taken in s so far
+
+    def epsilon_at(run_rows, states):  # the exploration rate of the next action in `states`
+        if not by_state:
+            return epsilon[run_rows]
+        return epsilon0 / (state_visits[run_rows, states] + 1.0) ** epsilon_decay
+
     episode_returns = np.zeros((N, num_episodes))
     episode = np.zeros(N, dtype=np.intp)
     G = np.zeros(N)
     t = np.zeros(N, dtype=np.intp)
     s = model.sample_start(N, rng)
     epsilon = np.full(N, epsilon0)  # epsilon_1 = epsilon for every run
-    a = _epsilon_greedy_batch(Q[rows, s], epsilon, rng)
+    a = _epsilon_greedy_batch(Q[rows, s], epsilon_at(rows, s), rng)
     bar = progress(total=N * num_episodes, desc=method)
     while (episode < num_episodes).any():
         active = episode < num_episodes
         s2, r, terminated = model.sample_step(s, a, rng)
+        state_visits[rows, s] += active
+        eps_next = epsilon_at(rows, s2)
         if alpha_decay > 0:
             visits[rows, s, a] += active
             step = alpha / np.maximum(visits[rows, s, a], 1.0) ** alpha_decay
@@ -987,19 +1005,19 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
         t += 1
         q_next = Q[rows, s2]
         if method == "sarsa":
-            a2 = _epsilon_greedy_batch(q_next, epsilon, rng)
+            a2 = _epsilon_greedy_batch(q_next, eps_next, rng)
             target = sarsa_target(r, q_next, a2, terminated, gamma)
         elif method == "q_learning":
             target = q_learning_target(r, q_next, terminated, gamma)
         else:
             is_max = q_next == q_next.max(axis=1, keepdims=True)
-            probs = (epsilon[:, None] / q_next.shape[1]
-                     + (1.0 - epsilon[:, None]) * is_max / is_max.sum(axis=1, keepdims=True))
+            probs = (eps_next[:, None] / q_next.shape[1]
+                     + (1.0 - eps_next[:, None]) * is_max / is_max.sum(axis=1, keepdims=True))
             target = td_target(r, (probs * q_next).sum(axis=1), terminated, gamma)
         Q_sa = Q[rows, s, a]
         Q[rows, s, a] = np.where(active, Q_sa + step * (target - Q_sa), Q_sa)
         if method != "sarsa":  # choose the next action after the update, from the updated Q
-            a2 = _epsilon_greedy_batch(Q[rows, s2], epsilon, rng)
+            a2 = _epsilon_greedy_batch(Q[rows, s2], eps_next, rng)
         truncated = (model.max_episode_steps is not None) & (t >= (model.max_episode_steps or 0))
         done = (terminated | truncated) & active
         if done.any():
@@ -1011,7 +1029,7 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
                 epsilon[idx] = epsilon0 / (episode[idx] + 1.0) ** epsilon_decay
             s2 = s2.copy()
             s2[idx] = model.sample_start(idx.size, rng)
-            a2[idx] = _epsilon_greedy_batch(Q[idx, s2[idx]], epsilon[idx], rng)
+            a2[idx] = _epsilon_greedy_batch(Q[idx, s2[idx]], epsilon_at(idx, s2[idx]), rng)
             bar.update(idx.size)
         s, a = s2, a2
     bar.close()

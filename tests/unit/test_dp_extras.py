@@ -64,9 +64,15 @@ def test_iterative_evaluation_gamma_one_error_is_bounded_by_episode_length():
     V_pi = mdp.policy_evaluation(sb, pi)
     V_it, sweeps = mdp.iterative_policy_evaluation(sb, pi, tol=1e-10)
     error = np.abs(V_it - V_pi).max()
-    last_change = np.abs(V_it - mdp.bellman_expectation_backup(sb, V_it, pi)).max()
+    V_before = np.zeros(16)
+    for _ in range(sweeps - 1):  # V_{k-1}: the last change is that of sweep k itself
+        V_before = mdp.bellman_expectation_backup(sb, V_before, pi)
+    last_change = np.abs(V_it - V_before).max()
     assert sweeps == 426 and 1e-9 < error < 1e-8 and (-V_pi).max() == pytest.approx(22)
-    assert error <= 21 * last_change * 1.01
+    assert last_change < 1e-10 and error <= 21 * last_change
+    # the residual of V_k (the change the next sweep would make) is bounded with E[T], not E[T] - 1
+    residual = np.abs(mdp.bellman_expectation_backup(sb, V_it, pi) - V_it).max()
+    assert error <= 22 * residual
 
 
 def test_modified_policy_iteration_interpolates():

@@ -50,9 +50,32 @@ def test_cliff_epsilon_exercise_solution():
 def test_cliff_glie_and_small_step_claims():
     cliff = gym.make("CliffWalking-v1")
     Q, _ = tb.td_control_batch(cliff, "sarsa", num_runs=40, num_episodes=1000, alpha=1.0,
-                               epsilon=0.05, epsilon_decay=1.0, alpha_decay=0.51, seed=0)
-    assert sum(tuple(tb.greedy_path(cliff, q)[0]) == OPTIMAL for q in Q) >= 10
+                               epsilon=0.1, epsilon_decay=1.0, epsilon_clock="state",
+                               alpha_decay=0.51, seed=0)
+    assert sum(tuple(tb.greedy_path(cliff, q)[0]) == OPTIMAL for q in Q) >= 20  # half of 40
     Q, _ = tb.td_control_batch(cliff, "sarsa", num_runs=100, num_episodes=500, alpha=0.1,
                                epsilon=0.1, seed=0)
     mode = Counter(tuple(tb.greedy_path(cliff, q)[0]) for q in Q).most_common(1)[0][0]
     assert len(mode) - 1 == 15 and min(mode) == 12   # along row 1, one row clear of the edge
+
+
+def test_epsilon_clock_state_decays_per_visit_and_bad_input():
+    """epsilon_clock="state": epsilon / n(s) when acting in s for the n(s)-th time; with no decay
+    the clock changes nothing, and a bad clock name is refused."""
+    import pytest
+    cliff = gym.make("CliffWalking-v1")
+    kw = dict(num_runs=5, num_episodes=20, alpha=0.5, epsilon=0.1, seed=3)
+    for method in ("sarsa", "q_learning", "expected_sarsa"):
+        Q1, R1 = tb.td_control_batch(cliff, method, **kw)
+        Q2, R2 = tb.td_control_batch(cliff, method, epsilon_clock="state", **kw)
+        assert np.array_equal(Q1, Q2) and np.array_equal(R1, R2)   # no decay: same run
+    # greedy from the first visit on (epsilon = 1 / n(s) with a huge decay exponent) against the
+    # episode clock, where the first episode still explores with epsilon = 1
+    _, R_state = tb.td_control_batch(cliff, "sarsa", num_runs=20, num_episodes=1, alpha=0.5,
+                                     epsilon=1.0, epsilon_decay=10.0, epsilon_clock="state", seed=0)
+    _, R_episode = tb.td_control_batch(cliff, "sarsa", num_runs=20, num_episodes=1, alpha=0.5,
+                                       epsilon=1.0, epsilon_decay=10.0, seed=0)
+    assert R_state.mean() > R_episode.mean()
+    for bad in ("visit", "", None):
+        with pytest.raises(ValueError, match="epsilon_clock"):
+            tb.td_control_batch(cliff, "sarsa", epsilon_clock=bad, **kw)
