@@ -800,8 +800,8 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
     optimality equation; that proves V = V* only under the stochastic-shortest-path conditions
     (Bertsekas and Tsitsiklis: some policy terminates from every state, and every policy that
     does not has return -infinity from some state), which make the solution unique. With a
-    zero-reward loop the equation has many solutions (see the chapter's two-state example);
-    V is then the limit of the optimal k-step values V_k, which start from V_0 = 0.
+    zero-reward loop the equation has many solutions (see the chapter's two-state example), and
+    which of them is returned depends on the sweeps' start, V_0 = 0.
     The policy is the greedy policy of V, ties broken as in :func:`greedy_policy` (the
     lowest action index; with ``gamma = 1`` first an action that moves towards termination).
 

@@ -55,9 +55,9 @@ WRONG_SIGN = ("The estimate moved away from the target: the TD error is target -
               "and the update adds alpha times it.")
 NO_GAMMA = "The bootstrap term is discounted: multiply the next value by gamma."
 USED_MAX = ("You used the largest next action value: that is Q-learning. SARSA bootstraps from "
-            "Q(s_next, a_next), the action the policy actually takes next.")
+            "Q(s2, a2), the action the policy actually takes next.")
 USED_NEXT_ACTION = ("You bootstrapped from one sampled next action: that is SARSA. Q-learning "
-                    "bootstraps from max over a of Q(s_next, a).")
+                    "bootstraps from max over a of Q(s2, a).")
 
 
 def _cases(seed: int, S: int, A: int, n: int = 12):
@@ -74,7 +74,7 @@ def _cases(seed: int, S: int, A: int, n: int = 12):
 
 @check
 def check_td0_update(my_td0_update):
-    """``my_td0_update(V, s, r, s_next, terminated, alpha, gamma)`` returns V after one TD(0)
+    """``my_td0_update(V, s, r, s2, terminated, alpha, gamma)`` returns V after one TD(0)
     update of V[s] (updating V in place is allowed)."""
     expect_own_work(my_td0_update, tabular.td_update, tabular.td_target)
     for case in _cases(seed=1, S=6, A=0):
@@ -99,7 +99,7 @@ def check_td0_update(my_td0_update):
 
 @check
 def check_sarsa_update(my_sarsa_update):
-    """``my_sarsa_update(Q, s, a, r, s_next, a_next, terminated, alpha, gamma)`` returns Q after
+    """``my_sarsa_update(Q, s, a, r, s2, a2, terminated, alpha, gamma)`` returns Q after
     one SARSA update of Q[s, a] (updating Q in place is allowed)."""
     expect_own_work(my_sarsa_update, tabular.td_update, tabular.sarsa_target)
     for case in _cases(seed=2, S=5, A=3):
@@ -126,7 +126,7 @@ def check_sarsa_update(my_sarsa_update):
 def learn_with_update(env, update, num_episodes: int, alpha: float, epsilon: float,
                       gamma: float, seed: int) -> np.ndarray:
     """Q-learning's loop (as :func:`rlnotes.tabular.q_learning`) with a given update function
-    ``update(Q, s, a, r, s_next, terminated, alpha, gamma) -> Q``; returns Q."""
+    ``update(Q, s, a, r, s2, terminated, alpha, gamma) -> Q``; returns Q."""
     S, A = env.observation_space.n, env.action_space.n
     rng = np.random.default_rng(seed)
     Q = np.zeros((S, A))
@@ -145,7 +145,7 @@ def learn_with_update(env, update, num_episodes: int, alpha: float, epsilon: flo
 
 @check
 def check_q_learning_update(my_q_learning_update, seeds=(0, 1, 2), num_episodes: int = 1500):
-    """``my_q_learning_update(Q, s, a, r, s_next, terminated, alpha, gamma)`` returns Q after one
+    """``my_q_learning_update(Q, s, a, r, s2, terminated, alpha, gamma)`` returns Q after one
     Q-learning update of Q[s, a]. Then it must learn the non-slippery FrozenLake: with
     alpha = 0.5, epsilon = 0.1, gamma = 0.99 and ``num_episodes`` episodes, the greedy policy
     reaches the goal with probability 1 for every seed in ``seeds``."""

@@ -79,3 +79,25 @@ def test_epsilon_clock_state_decays_per_visit_and_bad_input():
     for bad in ("visit", "", None):
         with pytest.raises(ValueError, match="epsilon_clock"):
             tb.td_control_batch(cliff, "sarsa", epsilon_clock=bad, **kw)
+
+
+def test_first_episode_exercise_solution():
+    """ex-td-first-episode: TD(0) changes only the last state of the first episode, by
+    alpha * 0.5; every-visit MC (alpha = 0.1) multiplies a state visited k times by 0.9^k when
+    the return is 0, and moves it toward 1 (0.5 -> 1 - 0.5 * 0.9^k) when the return is 1."""
+    walk = gym.make("rlnotes/RandomWalk-v0")
+    pi, states = uniform_policy(), np.arange(1, 6)
+    V0 = np.where(np.isin(np.arange(7), states), 0.5, 0.0)
+    for seed in range(6):
+        td = tb.td0_prediction(walk, pi, 1, 0.1, V0=V0, seed=seed)[1]
+        changed = np.flatnonzero(td != V0)
+        assert changed.size == 1 and changed[0] in (1, 5)
+        assert np.isclose(td[changed[0]], 0.45 if changed[0] == 1 else 0.55)
+        mc = tb.mc_prediction(walk, pi, 1, 0.1, first_visit=False, V0=V0, seed=seed)[1]
+        moved = states[mc[states] != 0.5]
+        assert moved.size >= 1
+        left = mc[moved] < 0.5
+        assert left.all() or (~left).all()                    # one return for the whole episode
+        gap = np.where(left, mc[moved], 1.0 - mc[moved]) / 0.5  # 0.9^k for k visits
+        k = np.log(gap) / np.log(0.9)
+        assert np.allclose(k, np.round(k)) and (np.round(k) >= 1).all()
