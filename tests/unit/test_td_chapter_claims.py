@@ -101,3 +101,23 @@ def test_first_episode_exercise_solution():
         gap = np.where(left, mc[moved], 1.0 - mc[moved]) / 0.5  # 0.9^k for k visits
         k = np.log(gap) / np.log(0.9)
         assert np.allclose(k, np.round(k)) and (np.round(k) >= 1).all()
+
+
+def test_rms_rise_exercise_solution():
+    """ex-td-rms-rise: with alpha = 0.15 the dip below the final level comes from the start
+    V = 0.5; from V = 0 or V = 1 the curve falls to the same floor without a dip, and from the
+    true values the error only rises to that floor (100 runs of 300 episodes)."""
+    walk = gym.make("rlnotes/RandomWalk-v0")
+    pi, v, states = uniform_policy(), true_values(), np.arange(1, 6)
+    inside = np.isin(np.arange(7), states)
+    curves = {}
+    for name, V0 in {"0.5": np.where(inside, 0.5, 0.0), "0": np.zeros(7),
+                     "1": np.where(inside, 1.0, 0.0), "true": v.copy()}.items():
+        h = tb.td0_prediction_batch(walk, pi, 100, 300, 0.15, V0=V0, seed=1)
+        curves[name] = tb.rms_error(h, v, states).mean(axis=1)
+    floor = {name: c[150:].mean() for name, c in curves.items()}
+    assert max(floor.values()) - min(floor.values()) < 0.005       # the floor is alpha's
+    assert 10 < curves["0.5"].argmin() < 40 and curves["0.5"].min() < floor["0.5"] - 0.01
+    for name in ("0", "1"):
+        assert curves[name][:150].min() > floor[name] - 0.007      # no dip
+    assert curves["true"][0] == 0.0 and curves["true"][1:50].max() < floor["true"] + 0.01
