@@ -791,8 +791,13 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
 
     Stopping rule (``gamma < 1``): since the backup is a ``gamma``-contraction,
     :math:`\|V_{k+1} - V^*\|_\infty \le \frac{\gamma}{1-\gamma}\|V_{k+1} - V_k\|_\infty`, so the
-    sweeps stop once that bound is below ``tol`` (or once a sweep changes V only by rounding);
-    the returned V is then within ``tol`` of V*. With ``gamma = 1`` there is no contraction
+    sweeps stop once that bound is below ``tol``, and the returned V is within ``tol`` of V*.
+    Should rounding stall the sweeps first (a change of a few ulps of max|V|, possible only when
+    ``tol`` is near machine precision relative to V and gamma is close to 1), the greedy
+    policy's exact value is returned instead when it satisfies the optimality equation to
+    rounding; otherwise (a near-tie between actions) the last sweep is returned, and its error
+    bound is gamma / (1 - gamma) times that rounding-level change, which may exceed ``tol``.
+    With ``gamma = 1`` there is no contraction
     factor: when a sweep changes V by less than ``tol``, the greedy policy is evaluated exactly,
     and that value is returned if it satisfies the Bellman optimality equation within ``tol``;
     sweeps that stop shrinking (a loop that earns reward forever) raise ``ValueError`` naming
