@@ -22,3 +22,19 @@ from rlnotes.lm.generation import completion_logprobs, decode, gather_logprobs, 
 from rlnotes.lm.model import TinyGPT
 
 __all__ = ["TinyGPT", "generate", "completion_logprobs", "decode", "gather_logprobs"]
+
+from rlnotes.lm.bon import best_of_n_curve, bon_kl, bon_kl_exact  # noqa: E402
+from rlnotes.lm.heads import PolicyWithValue, RewardModel  # noqa: E402
+from rlnotes.lm.overopt import fit_bon_form, fit_rl_form  # noqa: E402
+from rlnotes.lm.ppo import kl_penalised_rewards, token_gae, train_ppo, whiten  # noqa: E402
+from rlnotes.lm.reward import (PreferencePairs, preference_accuracy,  # noqa: E402
+                               sample_preference_pairs, train_reward_model)
+from rlnotes.lm.sft import accuracy, freeze, sft_loss, sft_model, train_sft  # noqa: E402
+from rlnotes.lm.tasks import AdditionTask, PreferenceTask  # noqa: E402
+from rlnotes.lm.tokenizer import CharTokenizer  # noqa: E402
+
+__all__ += ["AdditionTask", "PreferenceTask", "CharTokenizer", "sft_loss", "train_sft", "sft_model",
+            "accuracy", "freeze", "PolicyWithValue", "RewardModel", "PreferencePairs",
+            "sample_preference_pairs", "train_reward_model", "preference_accuracy",
+            "kl_penalised_rewards", "token_gae", "whiten", "train_ppo", "bon_kl", "bon_kl_exact",
+            "best_of_n_curve", "fit_bon_form", "fit_rl_form"]

@@ -132,15 +132,17 @@ def train_sft(task, *, steps=600, batch_size=64, lr=3e-3, warmup=50, weight_deca
 # Defaults of the cached SFT models, per task: the addition model is left clearly imperfect,
 # so that RL has room to improve it.
 SFT_DEFAULTS = {
-    "addition": dict(steps=600, batch_size=64, lr=3e-3, warmup=50),
-    "preference": dict(steps=300, batch_size=64, lr=3e-3, warmup=30),
+    "addition": dict(steps=600, batch_size=64, lr=3e-3, warmup=50, n_layers=2, n_heads=4, width=128),
+    "preference": dict(steps=150, batch_size=64, lr=3e-3, warmup=30, n_layers=2, n_heads=4, width=64),
 }
 
 
-def sft_model(task, *, seed=0, device=None, n_layers=2, n_heads=4, width=128, **train_kwargs):
+def sft_model(task, *, seed=0, device=None, **train_kwargs):
     """The SFT model of ``task``, from the local cache (rlnotes.lm.cache) or trained now.
 
-    Returns ``(model, history)`` exactly as ``train_sft(task, ...)`` would. The cache key is a
+    ``train_kwargs`` override the task's defaults (``SFT_DEFAULTS``: steps, batch_size, lr,
+    warmup, n_layers, n_heads, width). Returns ``(model, history)`` exactly as
+    ``train_sft(task, ...)`` would. The cache key is a
     hash of the task's configuration, the sizes, the training settings, the seed, the device
     type and the source code of the modules involved, so a change to any of them retrains.
 
@@ -149,7 +151,7 @@ def sft_model(task, *, seed=0, device=None, n_layers=2, n_heads=4, width=128, **
     device = get_device() if device is None else torch.device(device)
     kwargs = dict(SFT_DEFAULTS.get(task.name, {}))
     kwargs.update(train_kwargs)
-    sizes = dict(n_layers=n_layers, n_heads=n_heads, width=width)
+    sizes = {k: kwargs.pop(k, d) for k, d in (("n_layers", 2), ("n_heads", 4), ("width", 128))}
     config = dict(task=task.config(), sizes=sizes, train=kwargs, seed=seed,
                   device=device.type, torch=torch.__version__.split("+")[0])
 

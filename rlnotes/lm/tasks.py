@@ -145,10 +145,11 @@ class PreferenceTask:
     .. math::  R(x, y) = \sum_v s_v\, h(c_v) + \rho\, |\{v \in x : c_v > 0\}| - n_{bad},
                \qquad h(c) = c - \kappa \frac{c (c - 1)}{2}
 
-    diminishing (then negative) returns for repeating a word (kappa = 0.5 by default), a bonus
+    diminishing (then negative) returns for repeating a word (kappa = 1 by default: a second copy
+    adds nothing, a third subtracts), a bonus
     rho = 0.5 for each prompt word the completion mentions, and -1 for each token that is not a
-    word. The reference (SFT) behaviour writes 2 to 8 words, each a prompt word with probability
-    ``p_copy`` and otherwise uniform: repeats are rare in its samples, so a reward model learnt
+    word. The reference (SFT) behaviour writes 2 to 8 distinct words, favouring the prompt's
+    (each slot holds a prompt word with probability about ``p_copy``): it never repeats, so a reward model learnt
     from them cannot know that repetition is punished, and a policy optimised against it learns
     to repeat the best word: reward over-optimisation.
 
@@ -158,7 +159,7 @@ class PreferenceTask:
     name = "preference"
     words = "abcdefghijklmnop"
 
-    def __init__(self, seed: int = 0, kappa: float = 0.5, rho: float = 0.5, p_copy: float = 0.25,
+    def __init__(self, seed: int = 0, kappa: float = 1.0, rho: float = 0.5, p_copy: float = 0.25,
                  min_words: int = 2, max_words: int = 8):
         self.seed = require_int(seed, "seed", minimum=0)
         self.kappa = require_real(kappa, "kappa")
@@ -200,10 +201,13 @@ class PreferenceTask:
         n = _check_n(n)
         words = self._prompt_words(n, generator)
         k = torch.randint(self.min_words, self.max_words + 1, (n,), generator=generator)
-        copy = torch.rand((n, self.max_words), generator=generator) < self.p_copy
-        which = torch.randint(3, (n, self.max_words), generator=generator)
-        uniform = torch.randint(len(self.words), (n, self.max_words), generator=generator)
-        chosen = torch.where(copy, words.gather(1, which), uniform)
+        # k distinct words (Gumbel top-k), a prompt word weighted w = 1 + 16 p_copy / 3 (so a
+        # given slot holds a prompt word with probability ~ p_copy): the reference never repeats
+        W = len(self.words)
+        weight = torch.ones((n, W)).scatter_(1, words, 1.0 + W * self.p_copy / 3)
+        u = torch.rand((n, W), generator=generator).clamp(1e-12, 1 - 1e-12)
+        keys = weight.log() - torch.log(-torch.log(u))
+        chosen = keys.argsort(dim=1, descending=True)
         seqs = [self.word_ids[chosen[i, :k[i]]].tolist() + [self.tokenizer.eos_id] for i in range(n)]
         comp, mask = pad_completions(seqs, self.tokenizer.eos_id)
         return self._encode_prompts(words), comp, mask
