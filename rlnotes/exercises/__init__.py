@@ -8,6 +8,8 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
 from rlnotes.exercises.mdp import check_policy_evaluation, check_q_values, check_value_iteration
+from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
+                                     check_token_gae)
 from rlnotes.exercises.td import check_q_learning_update, check_sarsa_update, check_td0_update
 
 __all__ = [
@@ -16,4 +18,6 @@ __all__ = [
     "check_policy_evaluation", "check_q_values", "check_value_iteration",
     # Learning without a model: Monte Carlo and TD
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
+    # Reinforcement learning from human feedback
+    "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
 ]
