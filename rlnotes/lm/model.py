@@ -58,8 +58,12 @@ class CausalSelfAttention(nn.Module):
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
             k, v = cache.k[layer, :, :, :start + T], cache.v[layer, :, :, :start + T]
-        # allowed: (B, 1, T, S) bool, True where query t may attend to key s
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        # allowed: (B, 1, T, S) bool, True where query t may attend to key s; or "causal"
+        # (no padding, no cache: the plain causal mask); or None (attend to every key)
+        if isinstance(allowed, str):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         return self.proj(y.transpose(1, 2).reshape(B, T, W))
 
 
@@ -161,11 +165,18 @@ class TinyGPT(nn.Module):
             positions = torch.arange(start, S, device=tokens.device).expand(B, T)
         # Query t (absolute index start + t) may see key s <= start + t that is a real token;
         # it always sees itself, so that a padding query has a finite (unused) output.
-        q_idx = torch.arange(start, S, device=tokens.device)[:, None]
-        k_idx = torch.arange(S, device=tokens.device)[None, :]
-        allowed = (k_idx <= q_idx)[None, None]  # (1, 1, T, S)
-        if key_valid is not None:
-            allowed = (allowed & key_valid[:, None, None, :S]) | (k_idx == q_idx)[None, None]
+        if key_valid is not None and bool(key_valid[:, :S].all()):
+            key_valid = None  # no padding: the cheaper masks below are exact
+        if key_valid is None and T == 1:
+            allowed = None  # one new token sees every earlier one
+        elif key_valid is None and start == 0:
+            allowed = "causal"
+        else:
+            q_idx = torch.arange(start, S, device=tokens.device)[:, None]
+            k_idx = torch.arange(S, device=tokens.device)[None, :]
+            allowed = (k_idx <= q_idx)[None, None]  # (1, 1, T, S)
+            if key_valid is not None:
+                allowed = (allowed & key_valid[:, None, None, :S]) | (k_idx == q_idx)[None, None]
         x = self.tok_emb(tokens) + self.pos_emb(positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, allowed, cache, layer)
