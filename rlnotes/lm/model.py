@@ -99,6 +99,8 @@ class TinyGPT(nn.Module):
     seed            int, 0          initial weights come from torch.Generator(seed)
     ==============  ==============  ================================================
 
+    minGPT's names (``n_layer``, ``n_head``, ``n_embd``) and ``dropout=0`` are accepted too.
+
     ``forward(tokens, *, positions=None, key_valid=None, cache=None, return_hidden=False)``:
 
     ==============  ==============  ================================================
@@ -115,8 +117,22 @@ class TinyGPT(nn.Module):
     Defined in: Reinforcement learning from human feedback, section A language model as a policy.
     """
 
-    def __init__(self, vocab_size, max_len, *, n_layers=2, n_heads=4, width=128, seed=0):
+    # other common spellings of the sizes (minGPT's, PyTorch's), accepted as keyword arguments
+    ALIASES = {"n_layer": "n_layers", "num_layers": "n_layers", "n_head": "n_heads",
+               "num_heads": "n_heads", "n_embd": "width", "d_model": "width", "dim": "width"}
+
+    def __init__(self, vocab_size, max_len, *, n_layers=2, n_heads=4, width=128, seed=0, **aliases):
         super().__init__()
+        sizes = dict(n_layers=n_layers, n_heads=n_heads, width=width)
+        for key, value in aliases.items():
+            if key == "dropout":
+                if value:
+                    raise ValueError(f"dropout must be 0 (TinyGPT has no dropout), got {value!r}")
+                continue
+            if key not in self.ALIASES:
+                raise ValueError(f"{key} is not a size of TinyGPT: use n_layers, n_heads, width, seed")
+            sizes[self.ALIASES[key]] = value
+        n_layers, n_heads, width = sizes["n_layers"], sizes["n_heads"], sizes["width"]
         vocab_size = require_int(vocab_size, "vocab_size", minimum=2)
         max_len = require_int(max_len, "max_len", minimum=1)
         n_layers = require_int(n_layers, "n_layers", minimum=1)
