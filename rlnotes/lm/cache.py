@@ -23,7 +23,10 @@ __all__ = ["cache_dir", "cache_key", "cached"]
 
 
 def cache_dir() -> Path | None:
-    """The cache folder (created on first write), or None when ``RLNOTES_CACHE=off``."""
+    """The cache folder (created on first write), or None when ``RLNOTES_CACHE=off``.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     env = os.environ.get("RLNOTES_CACHE")
     if env is not None and env.lower() in ("off", "0", "none"):
         return None
@@ -31,7 +34,10 @@ def cache_dir() -> Path | None:
 
 
 def cache_key(config: dict, *code) -> str:
-    """sha256 of the JSON of ``config`` and the source of each function or module in ``code``."""
+    """sha256 of the JSON of ``config`` and the source of each function or module in ``code``.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for obj in code:
         h.update(inspect.getsource(obj).encode())
@@ -40,7 +46,10 @@ def cache_key(config: dict, *code) -> str:
 
 def cached(name: str, config: dict, build, *code):
     """Return ``build()``'s result (a dict of tensors and plain values), from the cache when an
-    entry for (config, code) exists, else computing and storing it."""
+    entry for (config, code) exists, else computing and storing it.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     folder = cache_dir()
     if folder is None:
         return build()

@@ -15,7 +15,6 @@ import math
 import numbers
 
 import torch
-import torch.nn.functional as F
 
 from rlnotes._validate import require_int
 
@@ -70,6 +69,8 @@ def left_pad(prompts, device, pad_id: int = 0):
     Returns ``(tokens, valid, positions)``: ``valid`` is False on padding and ``positions``
     counts the real tokens before each one, so a left-padded prompt gets the positions it
     would have alone.
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
     """
     P = max(len(p) for p in prompts)
     tokens = torch.full((len(prompts), P), pad_id, dtype=torch.long)
@@ -104,7 +105,10 @@ def gather_logprobs(logits, tokens):
 
 
 def last_index(mask):
-    """Index of the last 1 in each row of a (B, L) mask (0 for an empty row)."""
+    """Index of the last 1 in each row of a (B, L) mask (0 for an empty row).
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
     L = mask.shape[1]
     idx = torch.arange(L, device=mask.device).expand_as(mask)
     return torch.where(mask.bool(), idx, torch.zeros_like(idx)).amax(dim=1)
@@ -117,6 +121,8 @@ def completion_forward(model, prompts, completions, *, temperature=1.0, pad_id: 
     ``logits / temperature``, and the (B, L, W) final hidden state at the position that
     predicts it (the state s_t = (prompt, completion[:t]) of the token-level MDP), for value and
     reward heads. Not masked: callers multiply by the mask.
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
     """
     device = completions.device
     tokens, valid, positions = left_pad(prompts, device, pad_id)
@@ -182,7 +188,10 @@ def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, gene
            greedy=False, use_cache=True):
     """``generate`` with two switches: ``greedy=True`` takes the most probable token (logp is
     then its log-probability under logits / temperature), ``use_cache=False`` recomputes the
-    whole sequence at every step (the slow way, for tests and benchmarks)."""
+    whole sequence at every step (the slow way, for tests and benchmarks).
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
     V = model.vocab_size
     prompts = _check_prompts(prompts, V)
     max_new_tokens = require_int(max_new_tokens, "max_new_tokens", minimum=1)

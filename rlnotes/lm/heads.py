@@ -32,13 +32,16 @@ class PolicyWithValue(nn.Module):
     Defined in: Reinforcement learning from human feedback, section PPO for language models.
     """
 
-    def __init__(self, policy):
+    def __init__(self, policy, *, detach_value=False):
         super().__init__()
         self.policy = copy.deepcopy(policy)
         self.value_head = _scalar_head(policy.width)
+        self.detach_value = detach_value
 
     def forward(self, prompts, completions):
         logp, hidden = completion_forward(self.policy, prompts, completions)
+        if self.detach_value:  # the critic's error does not reach the shared backbone
+            hidden = hidden.detach()
         return logp, self.value_head(hidden).squeeze(-1)
 
 

@@ -27,6 +27,8 @@ class KVCache:
 
     ``k[layer]`` and ``v[layer]`` are (B, n_heads, capacity, head_dim); ``length`` positions are
     filled. Writing is in place: a cache belongs to one generation call.
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
     """
 
     def __init__(self, n_layers, batch, n_heads, capacity, head_dim, *, device, dtype):
@@ -39,7 +41,10 @@ class KVCache:
 
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which position t sees positions <= t (and, with padding,
-    only the real tokens among them)."""
+    only the real tokens among them).
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
 
     def __init__(self, width: int, n_heads: int):
         super().__init__()
@@ -68,7 +73,10 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    """x + attention(layer_norm(x)), then x + MLP(layer_norm(x)) (pre-norm, as in GPT-2)."""
+    """x + attention(layer_norm(x)), then x + MLP(layer_norm(x)) (pre-norm, as in GPT-2).
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
 
     def __init__(self, width: int, n_heads: int):
         super().__init__()

@@ -128,7 +128,7 @@ def whiten(x, mask, shift_mean=True, eps=1e-8):
 def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, lr=1e-3,
               lam=0.95, gamma=1.0, clip_eps=0.2, vf_coef=0.5, epochs=2, minibatches=1,
               whiten_advantages=True, advantage="gae", critic_target="returns", seed=0,
-              gold_fn=None, device=None, callback=None):
+              gold_fn=None, device=None, callback=None, detach_value=False):
     r"""PPO for language models: returns ``(agent, history)``; ``agent.policy`` is the tuned
     TinyGPT, ``agent.value_head`` its critic (one backbone, see :class:`PolicyWithValue`).
 
@@ -180,7 +180,7 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     history = {k: [] for k in ("score", "gold", "kl", "length", "clipfrac", "value_loss")}
     with single_thread(device):
         ref = freeze(sft).to(device)
-        agent = PolicyWithValue(sft).to(device)
+        agent = PolicyWithValue(sft, detach_value=detach_value).to(device)
         opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
         for it in progress(range(iterations), desc="PPO"):
             # 1. Roll out: one completion per prompt from the current policy.

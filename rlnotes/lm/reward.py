@@ -130,7 +130,10 @@ def _pair_scores(rm, pairs: PreferencePairs):
 
 @torch.no_grad()
 def preference_accuracy(rm, pairs: PreferencePairs, *, batch_size=512) -> float:
-    """Fraction of pairs in which ``rm`` scores the chosen completion above the rejected one."""
+    """Fraction of pairs in which ``rm`` scores the chosen completion above the rejected one.
+
+    Defined in: Reinforcement learning from human feedback, section Reward models.
+    """
     hits = 0
     for i in range(0, len(pairs), batch_size):
         rc, rr = _pair_scores(rm, pairs.subset(slice(i, i + batch_size)))

@@ -30,7 +30,10 @@ __all__ = ["sft_loss", "train_sft", "sft_model", "lr_schedule", "single_thread",
 
 @contextlib.contextmanager
 def single_thread(device):
-    """One torch thread on the CPU while the block runs: faster for models this small."""
+    """One torch thread on the CPU while the block runs: faster for models this small.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     if torch.device(device).type != "cpu":
         yield
         return
@@ -43,7 +46,10 @@ def single_thread(device):
 
 
 def freeze(model):
-    """A frozen copy of ``model`` (no gradients, eval mode): the reference policy pi_ref."""
+    """A frozen copy of ``model`` (no gradients, eval mode): the reference policy pi_ref.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     ref = copy.deepcopy(model)
     for p in ref.parameters():
         p.requires_grad_(False)
@@ -51,7 +57,10 @@ def freeze(model):
 
 
 def lr_schedule(step: int, steps: int, lr: float, warmup: int) -> float:
-    """Linear warm-up for ``warmup`` steps, then a cosine decay to lr / 10."""
+    """Linear warm-up for ``warmup`` steps, then a cosine decay to lr / 10.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     if step < warmup:
         return lr * (step + 1) / warmup
     frac = (step - warmup) / max(1, steps - warmup)
@@ -169,7 +178,10 @@ def sft_model(task, *, seed=0, device=None, **train_kwargs):
 @torch.no_grad()
 def accuracy(model, task, split="test", *, batch_size=1000):
     """Greedy exact-match accuracy of ``model`` on every pair of ``split`` of a verifiable task
-    (``task.pairs``, ``task.reward``)."""
+    (``task.pairs``, ``task.reward``).
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
     pairs = task.pairs(split)
     hits = 0.0
     for i in range(0, len(pairs), batch_size):

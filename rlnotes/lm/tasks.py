@@ -26,7 +26,10 @@ __all__ = ["AdditionTask", "PreferenceTask", "pad_completions"]
 
 
 def pad_completions(seqs, pad_id: int, length: int | None = None):
-    """Right-pad token-id lists to a (B, L) long tensor; returns ``(completions, mask)``."""
+    """Right-pad token-id lists to a (B, L) long tensor; returns ``(completions, mask)``.
+
+    Defined in: Reinforcement learning from human feedback, section The tasks.
+    """
     L = max(len(s) for s in seqs) if length is None else length
     out = torch.full((len(seqs), L), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
