@@ -151,6 +151,7 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     seed                 sampling and minibatch order
     gold_fn              optional: another reward (the hidden gold one) logged each round
     callback             ``callback(iteration, agent, history)``; True stops training
+    detach_value         True: the critic's error does not train the shared backbone
     ===================  ==================================================================
 
     ``history`` holds per round: ``score`` (mean of reward_fn), ``gold`` (mean of gold_fn),
