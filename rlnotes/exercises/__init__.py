@@ -12,6 +12,8 @@ from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_pol
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
                                   check_sarsa_update, check_td0_update,
                                   check_weighted_importance_sampling)
+from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
+                                     check_token_gae)
 
 __all__ = [
     "CHECKS", "ExerciseFailed", "check", "expect", "expect_close", "expect_own_work",
@@ -21,4 +23,6 @@ __all__ = [
     # Learning without a model: Monte Carlo and TD
     "check_certainty_equivalence", "check_weighted_importance_sampling",
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
+    # Reinforcement learning from human feedback
+    "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
 ]
