@@ -58,8 +58,12 @@ class CausalSelfAttention(nn.Module):
             cache.k[layer, :, :, start:start + T] = k
             cache.v[layer, :, :, start:start + T] = v
             k, v = cache.k[layer, :, :, :start + T], cache.v[layer, :, :, :start + T]
-        # allowed: (B, 1, T, S) bool, True where query t may attend to key s
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        # allowed: (B, 1, T, S) bool, True where query t may attend to key s; or "causal"
+        # (no padding, no cache: the plain causal mask); or None (attend to every key)
+        if isinstance(allowed, str):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         return self.proj(y.transpose(1, 2).reshape(B, T, W))
 
 
@@ -95,6 +99,8 @@ class TinyGPT(nn.Module):
     seed            int, 0          initial weights come from torch.Generator(seed)
     ==============  ==============  ================================================
 
+    minGPT's names (``n_layer``, ``n_head``, ``n_embd``) and ``dropout=0`` are accepted too.
+
     ``forward(tokens, *, positions=None, key_valid=None, cache=None, return_hidden=False)``:
 
     ==============  ==============  ================================================
@@ -111,8 +117,22 @@ class TinyGPT(nn.Module):
     Defined in: Reinforcement learning from human feedback, section A language model as a policy.
     """
 
-    def __init__(self, vocab_size, max_len, *, n_layers=2, n_heads=4, width=128, seed=0):
+    # other common spellings of the sizes (minGPT's, PyTorch's), accepted as keyword arguments
+    ALIASES = {"n_layer": "n_layers", "num_layers": "n_layers", "n_head": "n_heads",
+               "num_heads": "n_heads", "n_embd": "width", "d_model": "width", "dim": "width"}
+
+    def __init__(self, vocab_size, max_len, *, n_layers=2, n_heads=4, width=128, seed=0, **aliases):
         super().__init__()
+        sizes = dict(n_layers=n_layers, n_heads=n_heads, width=width)
+        for key, value in aliases.items():
+            if key == "dropout":
+                if value:
+                    raise ValueError(f"dropout must be 0 (TinyGPT has no dropout), got {value!r}")
+                continue
+            if key not in self.ALIASES:
+                raise ValueError(f"{key} is not a size of TinyGPT: use n_layers, n_heads, width, seed")
+            sizes[self.ALIASES[key]] = value
+        n_layers, n_heads, width = sizes["n_layers"], sizes["n_heads"], sizes["width"]
         vocab_size = require_int(vocab_size, "vocab_size", minimum=2)
         max_len = require_int(max_len, "max_len", minimum=1)
         n_layers = require_int(n_layers, "n_layers", minimum=1)
@@ -161,11 +181,18 @@ class TinyGPT(nn.Module):
             positions = torch.arange(start, S, device=tokens.device).expand(B, T)
         # Query t (absolute index start + t) may see key s <= start + t that is a real token;
         # it always sees itself, so that a padding query has a finite (unused) output.
-        q_idx = torch.arange(start, S, device=tokens.device)[:, None]
-        k_idx = torch.arange(S, device=tokens.device)[None, :]
-        allowed = (k_idx <= q_idx)[None, None]  # (1, 1, T, S)
-        if key_valid is not None:
-            allowed = (allowed & key_valid[:, None, None, :S]) | (k_idx == q_idx)[None, None]
+        if key_valid is not None and bool(key_valid[:, :S].all()):
+            key_valid = None  # no padding: the cheaper masks below are exact
+        if key_valid is None and T == 1:
+            allowed = None  # one new token sees every earlier one
+        elif key_valid is None and start == 0:
+            allowed = "causal"
+        else:
+            q_idx = torch.arange(start, S, device=tokens.device)[:, None]
+            k_idx = torch.arange(S, device=tokens.device)[None, :]
+            allowed = (k_idx <= q_idx)[None, None]  # (1, 1, T, S)
+            if key_valid is not None:
+                allowed = (allowed & key_valid[:, None, None, :S]) | (k_idx == q_idx)[None, None]
         x = self.tok_emb(tokens) + self.pos_emb(positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, allowed, cache, layer)

@@ -105,8 +105,16 @@ def token_gae(rewards, values, mask, lam=0.95, gamma=1.0):
 
 
 def whiten(x, mask, shift_mean=True, eps=1e-8):
-    """(x - mean) / std over the masked elements (the mean is added back when
-    ``shift_mean=False``); 0 where mask is 0."""
+    """(x - mean) / std over the masked elements, 0 where mask is 0; with ``shift_mean=False``
+    the mean is added back (only the spread is normalised).
+
+    Defined in: Reinforcement learning from human feedback, section PPO for language models.
+    """
+    require_float_tensor(x, "x")
+    if not isinstance(mask, torch.Tensor) or mask.shape != x.shape:
+        raise ValueError(f"mask must be a tensor of x's shape {tuple(x.shape)}")
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("mask must hold only 0 and 1")
     m = mask.to(x.dtype)
     n = m.sum().clamp(min=1)
     mean = (x * m).sum() / n

@@ -59,12 +59,16 @@ class AdditionTask:
     (the answer's digits, then EOS), else 0. With digits=2 this is the task of the peers' table
     (../shared/PEERS.md): 8,100 pairs, 1,000 held out, 15 tokens.
 
+    ``extra_tokens`` > 0 lets a completion run that many tokens past the longest answer before
+    it is cut (still rewarded 0 without its EOS): room for wrong answers to run long, for
+    experiments on length bias (the loss aggregation of Dr. GRPO and DAPO).
+
     Defined in: Reinforcement learning from human feedback, section The tasks.
     """
 
     name = "addition"
 
-    def __init__(self, digits: int = 2, n_test: int = 1000, seed: int = 0):
+    def __init__(self, digits: int = 2, n_test: int = 1000, seed: int = 0, extra_tokens: int = 0):
         self.digits = require_int(digits, "digits", minimum=1)
         if digits > 4:
             raise ValueError(f"digits must be at most 4 (the context grows with it), got {digits}")
@@ -80,11 +84,14 @@ class AdditionTask:
         self.test_pairs = pairs[order[:n_test]]
         self.train_pairs = pairs[order[n_test:]]
         self.prompt_len = 1 + 2 * digits + 2  # BOS a + b =
-        self.max_new_tokens = digits + 2  # up to digits + 1 answer digits, then EOS
-        self.max_len = 16 if digits <= 2 else self.prompt_len + self.max_new_tokens
+        self.extra_tokens = require_int(extra_tokens, "extra_tokens", minimum=0)
+        # up to digits + 1 answer digits, then EOS (and extra_tokens more if asked)
+        self.max_new_tokens = digits + 2 + self.extra_tokens
+        self.max_len = max(16, self.prompt_len + self.max_new_tokens - 1)
 
     def config(self) -> dict:
-        return dict(task=self.name, digits=self.digits, n_test=self.n_test, seed=self.seed)
+        return dict(task=self.name, digits=self.digits, n_test=self.n_test, seed=self.seed,
+                    extra_tokens=self.extra_tokens)
 
     def pairs(self, split: str = "train") -> np.ndarray:
         """The (N, 2) operand pairs of ``split`` ("train" or "test")."""

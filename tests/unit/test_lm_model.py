@@ -176,3 +176,13 @@ def test_tinygpt_rejects_bad_sizes():
         TinyGPT(10, 0)
     with pytest.raises(ValueError, match="max_len"):
         TinyGPT(10, 4, width=16)(torch.zeros((1, 5), dtype=torch.long))
+
+
+def test_size_aliases():
+    a = TinyGPT(V, 8, n_layer=1, n_head=2, n_embd=16, dropout=0.0)
+    b = TinyGPT(V, 8, n_layers=1, n_heads=2, width=16)
+    assert a.config == b.config
+    with pytest.raises(ValueError, match="dropout"):
+        TinyGPT(V, 8, dropout=0.1)
+    with pytest.raises(ValueError, match="hidden"):
+        TinyGPT(V, 8, hidden=3)

@@ -1,0 +1,124 @@
+"""Tests of the pieces of PPO for language models: per-token rewards, GAE over tokens, whitening."""
+
+import pytest
+import torch
+
+import rlnotes.lm as lm
+from rlnotes.kl import kl_k1
+
+
+def batch(seed=0, B=5, L=6):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([L, 1, 3, 4, 2][:B])
+    mask = (torch.arange(L)[None] < lengths[:, None]).long()
+    logp = -torch.rand((B, L), generator=g, dtype=torch.float64) * mask
+    ref = -torch.rand((B, L), generator=g, dtype=torch.float64) * mask
+    score = torch.randn(B, generator=g, dtype=torch.float64)
+    return score, logp, ref, mask, lengths
+
+
+def test_kl_penalised_rewards():
+    score, logp, ref, mask, lengths = batch()
+    r = lm.kl_penalised_rewards(score, logp, ref, mask, 0.1)
+    # the sum over tokens is the score minus beta times the summed k1 KL estimate
+    torch.testing.assert_close(r.sum(1), score - 0.1 * (kl_k1(logp, ref) * mask).sum(1))
+    for i, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(r[i, n - 1], score[i] - 0.1 * (logp[i, n - 1] - ref[i, n - 1]))
+        assert bool((r[i, n:] == 0).all())
+
+
+def test_kl_penalised_rewards_rejects_bad_input():
+    score, logp, ref, mask, _ = batch()
+    with pytest.raises(ValueError, match="score"):
+        lm.kl_penalised_rewards(score[:3], logp, ref, mask, 0.1)
+    with pytest.raises(ValueError, match="ref_logp"):
+        lm.kl_penalised_rewards(score, logp, ref[:, :3], mask, 0.1)
+    with pytest.raises(ValueError, match="beta"):
+        lm.kl_penalised_rewards(score, logp, ref, mask, -0.1)
+    with pytest.raises(ValueError, match="mask"):
+        lm.kl_penalised_rewards(score, logp, ref, mask * 2, 0.1)
+    with pytest.raises(ValueError, match="mask"):
+        lm.kl_penalised_rewards(score, logp, ref, mask * 0, 0.1)
+
+
+def test_token_gae_lambda_one_is_reward_to_go_minus_value():
+    score, logp, ref, mask, lengths = batch(1)
+    r = lm.kl_penalised_rewards(score, logp, ref, mask, 0.2)
+    V = torch.randn(r.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * mask
+    adv, ret = lm.token_gae(r, V, mask, lam=1.0)
+    to_go = r.flip(1).cumsum(1).flip(1) * mask
+    torch.testing.assert_close(adv, (to_go - V) * mask)
+    torch.testing.assert_close(ret, to_go)
+    # lam = 0: the one-step TD error, with V(s_T) = 0 after the last token
+    adv0, _ = lm.token_gae(r, V, mask, lam=0.0)
+    nextV = torch.cat([V[:, 1:], torch.zeros_like(V[:, :1])], 1) * torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], 1)
+    torch.testing.assert_close(adv0, (r + nextV - V) * mask)
+    # it is not rewards - values (seed error 11)
+    assert not torch.allclose(adv, (r - V) * mask)
+
+
+def test_token_gae_rejects_bad_input():
+    score, logp, ref, mask, _ = batch()
+    with pytest.raises(ValueError, match="values"):
+        lm.token_gae(logp, ref[:2], mask)
+    with pytest.raises(ValueError, match="lam"):
+        lm.token_gae(logp, ref, mask, lam=1.5)
+    with pytest.raises(ValueError, match="gamma"):
+        lm.token_gae(logp, ref, mask, gamma=-0.1)
+    with pytest.raises(ValueError, match="rewards"):
+        lm.token_gae(mask, ref, mask)
+
+
+def test_whiten():
+    score, logp, ref, mask, _ = batch()
+    w = lm.whiten(logp * 3 + 1, mask)
+    sel = w[mask.bool()]
+    assert abs(float(sel.mean())) < 1e-9 and abs(float(sel.pow(2).mean()) - 1) < 1e-6
+    assert bool((w[mask == 0] == 0).all())
+    w2 = lm.whiten(logp, mask, shift_mean=False)
+    # the mean is kept (as in TRL's whiten with shift_mean=False), the spread normalised
+    torch.testing.assert_close(w2[mask.bool()].mean(), logp[mask.bool()].mean())
+
+
+def test_train_ppo_rejects_bad_input():
+    task = lm.PreferenceTask()
+    sft = lm.TinyGPT(task.tokenizer.vocab_size, task.max_len, width=16)
+    for kw, match in ((dict(beta=-1.0), "beta"), (dict(iterations=0), "iterations"),
+                      (dict(advantage="td"), "advantage"), (dict(critic_target="values"), "critic_target"),
+                      (dict(lam=2.0), "lam"), (dict(minibatches=100, batch_size=8), "minibatches")):
+        with pytest.raises(ValueError, match=match):
+            lm.train_ppo(sft, task, task.reward, **kw)
+
+
+def test_ppo_on_the_gold_reward_is_reproducible_and_improves():
+    torch.set_num_threads(1)
+    task = lm.PreferenceTask()
+    sft, _ = lm.train_sft(task, steps=40, width=16, device="cpu")
+    _, h = lm.train_ppo(sft, task, task.reward, iterations=15, gold_fn=task.reward, device="cpu", lr=3e-3)
+    assert sum(h["gold"][-3:]) / 3 > h["gold"][0] + 0.5
+    assert h["gold"] == h["score"]
+
+
+def test_whiten_rejects_bad_input():
+    _, logp, _, mask, _ = batch()
+    with pytest.raises(ValueError, match="x"):
+        lm.whiten(mask, mask)
+    with pytest.raises(ValueError, match="mask"):
+        lm.whiten(logp, mask[:2])
+    with pytest.raises(ValueError, match="mask"):
+        lm.whiten(logp, mask * 3)
+
+
+def test_trainers_reject_bad_input():
+    task = lm.PreferenceTask()
+    for kw, match in ((dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=0), "batch_size"),
+                      (dict(warmup=0), "warmup")):
+        with pytest.raises(ValueError, match=match):
+            lm.train_sft(task, **kw)
+    sft = lm.TinyGPT(task.tokenizer.vocab_size, task.max_len, width=16)
+    pairs = lm.sample_preference_pairs(sft, task, 4, torch.Generator().manual_seed(0))
+    for kw, match in ((dict(epochs=0), "epochs"), (dict(batch_size=0), "batch_size"), (dict(lr="a"), "lr")):
+        with pytest.raises(ValueError, match=match):
+            lm.train_reward_model(sft, pairs, **kw)
+    with pytest.raises(ValueError, match="generator"):
+        lm.sample_preference_pairs(sft, task, 4, 0)

@@ -1,0 +1,139 @@
+"""Tests of rlnotes.lm's tokeniser, tasks, cache, best-of-n KL and over-optimisation fits."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import rlnotes.lm as lm
+from rlnotes.lm.cache import cache_key, cached
+from rlnotes.lm.tasks import pad_completions
+
+
+def test_tokenizer_round_trip_and_bad_input():
+    tok = lm.CharTokenizer("0123456789+=")
+    assert tok.vocab_size == 15  # PEERS.md: 12 characters, pad, bos, eos
+    ids = tok.encode("12+35=")
+    assert ids[0] == tok.bos_id and tok.decode(ids) == "12+35="
+    assert tok.decode(tok.encode("47", bos=False, eos=True) + [5, 6]) == "47"
+    with pytest.raises(ValueError, match="text"):
+        tok.encode("12a")
+    with pytest.raises(ValueError, match="chars"):
+        lm.CharTokenizer("aa")
+    with pytest.raises(ValueError, match="chars"):
+        lm.CharTokenizer("")
+    with pytest.raises(ValueError, match="ids"):
+        tok.decode([99])
+
+
+def test_addition_task_split_and_reward():
+    task = lm.AdditionTask()
+    assert len(task.train_pairs) == 7100 and len(task.test_pairs) == 1000
+    train = {tuple(p) for p in task.train_pairs.tolist()}
+    assert not train & {tuple(p) for p in task.test_pairs.tolist()}
+    assert task.max_len == 16 and task.prompt_len == 7
+    prompts = [task.prompt(12, 35)] * 4
+    comp, mask = pad_completions([task.answer(12, 35), task.tokenizer.encode("46", bos=False, eos=True),
+                                  task.tokenizer.encode("47", bos=False), task.tokenizer.encode("470", bos=False, eos=True)],
+                                 task.tokenizer.eos_id)
+    assert task.reward(prompts, comp, mask).tolist() == [1.0, 0.0, 0.0, 0.0]
+    x, y, m = task.sft_batch(32, torch.Generator().manual_seed(0))
+    assert task.reward(x, y, m).eq(1).all()
+    for bad, match in ((dict(digits=0), "digits"), (dict(digits=5), "digits"), (dict(n_test=8100), "n_test")):
+        with pytest.raises(ValueError, match=match):
+            lm.AdditionTask(**bad)
+    with pytest.raises(ValueError, match="completions"):
+        task.reward(prompts[:3], comp, mask)
+    with pytest.raises(ValueError, match="split"):
+        task.pairs("valid")
+
+
+def test_preference_task_gold_reward():
+    task = lm.PreferenceTask(seed=0)
+    tok = task.tokenizer
+    x, y, m = task.sft_batch(2000, torch.Generator().manual_seed(1))
+    counts, bad = task.word_counts(y, m)
+    assert counts.max() == 1 and bad.sum() == 0  # the reference never repeats a word
+    lengths = m.sum(1) - 1
+    assert lengths.min() >= 2 and lengths.max() <= 8
+    best = int(task.word_ids[task.sentiment.argmax()])
+    rep, rm = pad_completions([[best] * k + [tok.eos_id] for k in (1, 2, 3, 8)], tok.eos_id)
+    prompt = [tok.encode("abc>")] * 4
+    gold = task.reward(prompt, rep, rm)
+    torch.testing.assert_close(gold, torch.tensor([1.0, 1.0, 0.0, -20.0]))  # h(c) = c - c(c-1)/2
+    # a prompt word mentioned earns rho once; a non-word token costs 1
+    w = tok.stoi["a"]
+    s_a = float(task.sentiment[0])
+    y2, m2 = pad_completions([[w, tok.eos_id], [w, tok.stoi[">"], tok.eos_id]], tok.eos_id)
+    torch.testing.assert_close(task.reward(prompt[:2], y2, m2), torch.tensor([s_a + 0.5, s_a + 0.5 - 1]))
+    with pytest.raises(ValueError, match="p_copy"):
+        lm.PreferenceTask(p_copy=2.0)
+    with pytest.raises(ValueError, match="max_words"):
+        lm.PreferenceTask(min_words=5, max_words=3)
+    with pytest.raises(ValueError, match="mask"):
+        task.reward(prompt[:2], y2, m2[:, :1])
+
+
+def test_bon_kl_formula_and_exact():
+    assert lm.bon_kl(1) == 0.0
+    for n in (2, 4, 16, 64):
+        assert lm.bon_kl(n) == pytest.approx(math.log(n) - (n - 1) / n)
+    probs = torch.distributions.Dirichlet(torch.ones(5000, dtype=torch.float64)).sample()
+    for n in (2, 4, 16, 64):
+        exact = lm.bon_kl_exact(probs, n)
+        assert exact <= lm.bon_kl(n) + 1e-12 and abs(exact - lm.bon_kl(n)) < 0.01
+    # few outcomes: strictly below (an upper bound with ties)
+    assert lm.bon_kl_exact([0.5, 0.5], 4) < lm.bon_kl(4) - 0.1
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="n"):
+            lm.bon_kl(bad)
+    with pytest.raises(ValueError, match="probs"):
+        lm.bon_kl_exact([0.5, 0.6], 2)
+
+
+def test_over_optimisation_fits_recover_parameters():
+    d = np.linspace(0.1, 4, 30)
+    f = lm.fit_bon_form(d, d * (1.5 - 0.3 * d))
+    assert f["alpha"] == pytest.approx(1.5) and f["beta"] == pytest.approx(0.3) and f["r2"] == pytest.approx(1)
+    g = lm.fit_rl_form(np.r_[0.0, d], np.r_[0.0, d * (2.0 - 0.7 * np.log(d))])
+    assert g["alpha"] == pytest.approx(2.0) and g["beta"] == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="d and gain"):
+        lm.fit_bon_form([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="d and gain"):
+        lm.fit_rl_form([1.0], [1.0])
+    with pytest.raises(ValueError, match="d must"):
+        lm.fit_rl_form([-1.0, 1.0], [0.0, 1.0])
+
+
+def test_cache_key_and_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLNOTES_CACHE", str(tmp_path))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"x": torch.arange(3)}
+
+    a = cached("t", {"k": 1}, build, test_cache_key_and_round_trip)
+    b = cached("t", {"k": 1}, build, test_cache_key_and_round_trip)
+    assert len(calls) == 1 and torch.equal(a["x"], b["x"])
+    cached("t", {"k": 2}, build, test_cache_key_and_round_trip)
+    assert len(calls) == 2
+    assert cache_key({"k": 1}, build) != cache_key({"k": 1}, test_cache_key_and_round_trip)
+    monkeypatch.setenv("RLNOTES_CACHE", "off")
+    cached("t", {"k": 1}, build)
+    assert len(calls) == 3
+
+
+def test_sft_model_is_cached_and_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLNOTES_CACHE", str(tmp_path))
+    task = lm.PreferenceTask()
+    m1, h1 = lm.sft_model(task, steps=3, width=16, device="cpu")
+    files = list((tmp_path / "lm").glob("sft-preference-*.pt"))
+    assert len(files) == 1
+    m2, h2 = lm.sft_model(task, steps=3, width=16, device="cpu")  # from the cache
+    monkeypatch.setenv("RLNOTES_CACHE", "off")
+    m3, h3 = lm.sft_model(task, steps=3, width=16, device="cpu")  # trained again: same weights
+    for k, v in m1.state_dict().items():
+        assert torch.equal(v, m2.state_dict()[k]) and torch.equal(v, m3.state_dict()[k])
+    assert h1 == h2 == h3
