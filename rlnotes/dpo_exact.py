@@ -205,7 +205,8 @@ def sample_pair_counts(ref_logp, r, n_pairs, generator):
 
 def expected_pair_counts(ref_logp, r, n_pairs=1.0):
     r"""The expected ``counts`` of :func:`sample_pair_counts` (the infinite-data limit, scaled to
-    ``n_pairs``): (n / X) pi_ref(w|x) pi_ref(l|x) sigma(r(x, w) - r(x, l)).
+    ``n_pairs``): 2 (n / X) pi_ref(w|x) pi_ref(l|x) sigma(r(x, w) - r(x, l)) for w != l (either
+    draw can be the winner), and (n / X) pi_ref(w|x)^2 on the diagonal w = l.
 
     Defined in: Direct preference optimisation, section Verified exactly.
     """
@@ -213,7 +214,10 @@ def expected_pair_counts(ref_logp, r, n_pairs=1.0):
     n_pairs = require_in_range(n_pairs, "n_pairs", 0.0, float("inf"), low_open=True)
     p = ref_logp.exp().double()
     r = r.double()
-    return n_pairs / p.shape[0] * p[:, :, None] * p[:, None, :] * torch.sigmoid(r[:, :, None] - r[:, None, :])
+    both = p[:, :, None] * p[:, None, :]
+    win = 2 * torch.sigmoid(r[:, :, None] - r[:, None, :])
+    win = win - torch.diag_embed(torch.diagonal(win, dim1=1, dim2=2)) + torch.eye(p.shape[1], dtype=p.dtype)
+    return n_pairs / p.shape[0] * both * win
 
 
 def fit_tabular(space, ref_logits, counts, beta, *, loss_type="dpo", average=False, steps=500,
