@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from rlnotes._validate import require_float_tensor, require_in_range, require_int, require_ndim
 
-__all__ = ["CompletionSpace", "kl_optimal_policy", "length_averaged_optimum", "sample_pair_counts",
+__all__ = ["CompletionSpace", "data_sweep", "kl_optimal_policy", "length_averaged_optimum", "sample_pair_counts",
            "expected_pair_counts", "fit_tabular", "kl_per_prompt", "implicit_reward_error"]
 
 
@@ -299,3 +299,35 @@ def implicit_reward_error(policy_logp, ref_logp, r, beta):
     diff = beta * (policy_logp - ref_logp) - r
     diff = diff - (w * diff).sum(-1, keepdim=True)
     return float(((w * diff ** 2).sum(-1)).sqrt().mean())
+
+
+def data_sweep(space, ref_logits, r, beta, sizes, seeds=(0, 1, 2), *, loss_type="dpo", steps=300,
+               lr=0.1):
+    r"""KL(pi_theta || pi*) and the implicit-reward error after fitting DPO (or IPO) to ``n``
+    sampled pairs, for each n in ``sizes`` (None: the infinite-data limit) and each seed.
+
+    Returns a dict of (len(sizes), len(seeds)) numpy arrays: ``kl`` (mean over prompts of
+    KL(pi_theta(.|x) || pi*(.|x))) and ``reward_error`` (:func:`implicit_reward_error`).
+
+    Defined in: Direct preference optimisation, section Verified exactly.
+    """
+    import numpy as np
+    if not isinstance(space, CompletionSpace):
+        raise ValueError(f"space must be a CompletionSpace, got {type(space).__name__}")
+    sizes, seeds = list(sizes), list(seeds)
+    if not sizes or not seeds:
+        raise ValueError("sizes and seeds must each hold at least one entry")
+    ref_logp = space.seq_logp(ref_logits)
+    _check_ref_and_r(ref_logp, r)
+    beta = _check_beta(beta)
+    star = torch.log(kl_optimal_policy(ref_logp.exp(), r, beta))
+    kl = np.zeros((len(sizes), len(seeds)))
+    err = np.zeros_like(kl)
+    for i, n in enumerate(sizes):
+        for j, s in enumerate(seeds):
+            counts = expected_pair_counts(ref_logp, r) if n is None else \
+                sample_pair_counts(ref_logp, r, n, torch.Generator().manual_seed(int(s)))
+            lp = fit_tabular(space, ref_logits, counts, beta, loss_type=loss_type, steps=steps, lr=lr)
+            kl[i, j] = float(kl_per_prompt(lp, star).mean())
+            err[i, j] = implicit_reward_error(lp, ref_logp, r, beta)
+    return {"kl": kl, "reward_error": err}

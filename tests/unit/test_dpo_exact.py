@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlnotes.dpo_exact import (CompletionSpace, expected_pair_counts, fit_tabular,
+from rlnotes.dpo_exact import (CompletionSpace, data_sweep, expected_pair_counts, fit_tabular,
                                implicit_reward_error, kl_optimal_policy, kl_per_prompt,
                                length_averaged_optimum, sample_pair_counts)
 
@@ -85,21 +85,37 @@ def test_infinite_data_dpo_reaches_pi_star_and_recovers_r(setup):
 
 
 def test_kl_to_pi_star_falls_as_data_grows(setup):
-    """The chapter's table: median over 3 seeds of KL(pi_theta || pi*) falls with the pairs."""
+    """The chapter's table: the median over 3 seeds of KL(pi_theta || pi*) and of the
+    implicit-reward error fall with every step in the number of pairs; IPO over-fits less with
+    300 pairs but misses pi* with infinite data."""
     space, ref_logits, ref_logp, r, beta, star = setup
-    sizes = [300, 3000, 30000]
-    med_kl, med_err = [], []
-    for n in sizes:
-        kls, errs = [], []
-        for s in range(3):
-            c = sample_pair_counts(ref_logp, r, n, torch.Generator().manual_seed(s))
-            lp = fit_tabular(space, ref_logits, c, beta, steps=300)
-            kls.append(float(kl_per_prompt(lp, star).mean()))
-            errs.append(implicit_reward_error(lp, ref_logp, r, beta))
-        med_kl.append(np.median(kls))
-        med_err.append(np.median(errs))
-    assert med_kl[0] > 10 * med_kl[1] and med_kl[1] > 5 * med_kl[2] and med_kl[2] < 0.01
-    assert med_err[0] > med_err[1] > med_err[2]
+    sizes = [300, 1000, 3000, 10000, 30000, 100000, None]
+    sweep = data_sweep(space, ref_logits, r, beta, sizes)
+    kl_med, err_med = np.median(sweep["kl"], 1), np.median(sweep["reward_error"], 1)
+    assert all(kl_med[i] > kl_med[i + 1] for i in range(len(sizes) - 1))
+    assert all(err_med[i] > err_med[i + 1] for i in range(len(sizes) - 1))
+    assert kl_med[-1] < 1e-6 and err_med[-1] < 1e-3 and kl_med[-2] < 0.01
+    ipo = np.median(data_sweep(space, ref_logits, r, beta, [300, None], loss_type="ipo")["kl"], 1)
+    assert ipo[0] < kl_med[0] and ipo[1] > 0.1
+
+
+def test_averaged_optimum_is_longer_than_pi_star_here(setup):
+    space, _, ref_logp, r, beta, star = setup
+    avg = length_averaged_optimum(ref_logp, r, beta, space.lengths)
+    mean_len = lambda logp: float((logp.exp() * space.lengths).sum(-1).mean())  # noqa: E731
+    assert mean_len(avg) > mean_len(star)
+
+
+def test_data_sweep_rejects_bad_input(setup):
+    space, ref_logits, ref_logp, r, beta, _ = setup
+    with pytest.raises(ValueError, match="sizes"):
+        data_sweep(space, ref_logits, r, beta, [])
+    with pytest.raises(ValueError, match="beta"):
+        data_sweep(space, ref_logits, r, 0.0, [10])
+    with pytest.raises(ValueError, match="space"):
+        data_sweep(None, ref_logits, r, beta, [10])
+    with pytest.raises(ValueError, match="r must"):
+        data_sweep(space, ref_logits, r[:1], beta, [10])
 
 
 def test_length_averaged_dpo_goes_to_the_tilted_optimum(setup):
