@@ -3,13 +3,17 @@ written through the policy itself, so no reward model and no RL loop are needed.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
-from rlnotes._validate import require_float_tensor, require_in_range, require_ndim, require_same_shape
 from rlnotes._losses import check_mask, require_finite_where
+from rlnotes._validate import (require_float_tensor, require_in_range, require_int, require_ndim,
+                               require_same_shape)
 
-__all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob"]
+__all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob", "ipo_loss", "pair_logps",
+           "train_dpo", "implicit_reward_accuracy"]
 
 
 def sequence_logprob(token_logp, mask):
@@ -30,7 +34,7 @@ def sequence_logprob(token_logp, mask):
                              with no selected token)
     ==========  ===========  ==========================================================
 
-    Defined in: DPO, section The DPO loss.
+    Defined in: Direct preference optimisation, section The DPO loss.
     """
     require_float_tensor(token_logp, "token_logp")
     require_ndim(token_logp, "token_logp", 2)
@@ -75,7 +79,7 @@ def dpo_implicit_reward(policy_logps, ref_logps, beta=0.1):
     returns      (B,)    the implicit rewards
     ===========  ======  ====================================================
 
-    Defined in: DPO, section The implicit reward.
+    Defined in: Direct preference optimisation, section The reward through the policy.
     """
     _check_sequence_logps(policy_logps, "policy_logps")
     _check_sequence_logps(ref_logps, "ref_logps", policy_logps, "policy_logps")
@@ -112,7 +116,7 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     Sequence log-probs come from :func:`sequence_logprob`. The other three are cast to
     policy_chosen_logps' dtype.
 
-    Defined in: DPO, section The DPO loss.
+    Defined in: Direct preference optimisation, section The DPO loss.
     """
     pc = _check_sequence_logps(policy_chosen_logps, "policy_chosen_logps")
     pr = _check_sequence_logps(policy_rejected_logps, "policy_rejected_logps", pc, "policy_chosen_logps")
@@ -122,3 +126,191 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     dtype = pc.dtype
     delta = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))
     return -F.logsigmoid(beta * delta).mean()
+
+
+def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    r"""The IPO loss (Azar et al. 2024) on the same pairs as DPO, to be minimised.
+
+    .. math::  L = \frac{1}{B} \sum_{i=1}^B \left(\Delta_i - \frac{1}{2\beta}\right)^2
+
+    with Delta_i the log-ratio margin of :func:`dpo_loss` (here beta is IPO's tau). Where DPO's
+    loss keeps falling as Delta grows (a pair seen one way only pushes Delta to infinity), IPO's
+    squared loss pulls every margin towards the finite target 1 / (2 beta).
+
+    ======================  ======  =============================================
+    argument                shape   meaning
+    ======================  ======  =============================================
+    policy_chosen_logps     (B,)    ``log pi_theta(y_w|x)``, differentiable
+    policy_rejected_logps   (B,)    ``log pi_theta(y_l|x)``, differentiable
+    ref_chosen_logps        (B,)    ``log pi_ref(y_w|x)`` (constant: detached)
+    ref_rejected_logps      (B,)    ``log pi_ref(y_l|x)`` (constant: detached)
+    beta                    > 0     regularisation strength (IPO's tau)
+    returns                 ()      the mean over the B pairs
+    ======================  ======  =============================================
+
+    Defined in: Direct preference optimisation, section IPO.
+    """
+    pc = _check_sequence_logps(policy_chosen_logps, "policy_chosen_logps")
+    pr = _check_sequence_logps(policy_rejected_logps, "policy_rejected_logps", pc, "policy_chosen_logps")
+    rc = _check_sequence_logps(ref_chosen_logps, "ref_chosen_logps", pc, "policy_chosen_logps")
+    rr = _check_sequence_logps(ref_rejected_logps, "ref_rejected_logps", pc, "policy_chosen_logps")
+    beta = _check_beta(beta)
+    dtype = pc.dtype
+    delta = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))
+    return ((delta - 1.0 / (2.0 * beta)) ** 2).mean()
+
+
+# --- Training on preference pairs (the language-model lab) ------------------------------------
+
+def _check_pairs(pairs, name="pairs"):
+    from rlnotes.lm.reward import PreferencePairs
+    if not isinstance(pairs, PreferencePairs):
+        raise ValueError(f"{name} must be rlnotes.lm.PreferencePairs (a non-empty set of preference "
+                         f"pairs), got {type(pairs).__name__}")
+    if len(pairs) == 0:
+        raise ValueError(f"{name} must hold at least one preference pair")
+    return pairs
+
+
+def _stacked(pairs):
+    """Chosen and rejected completions padded to one length and stacked: (2N, L) each."""
+    L = max(pairs.chosen.shape[1], pairs.rejected.shape[1])
+    pad = lambda x: torch.nn.functional.pad(x, (0, L - x.shape[1]))  # noqa: E731
+    comp = torch.cat([pad(pairs.chosen), pad(pairs.rejected)]).long()
+    mask = torch.cat([pad(pairs.chosen_mask), pad(pairs.rejected_mask)]).bool()
+    return pairs.prompts + pairs.prompts, comp, mask
+
+
+def pair_logps(model, pairs, *, average=False):
+    r"""Sequence log-probabilities of the chosen and rejected completions of ``pairs`` under
+    ``model``, in one teacher-forced pass: summed over tokens (:func:`sequence_logprob`), or
+    length-averaged, :math:`\frac{1}{|y|} \sum_t \log \pi_\theta(y_t \mid x, y_{<t})`.
+
+    ==========  =====================  ================================================
+    argument    type / shape           meaning
+    ==========  =====================  ================================================
+    model       TinyGPT                the policy (or the frozen reference)
+    pairs       PreferencePairs (N)    prompts, chosen and rejected completions, masks
+    average     bool                   divide each sum by the completion's token count
+    returns     ((N,), (N,))           log pi(y_w | x), log pi(y_l | x); differentiable
+    ==========  =====================  ================================================
+
+    Defined in: Direct preference optimisation, section DPO on the preference task.
+    """
+    from rlnotes.lm.generation import completion_logprobs
+    pairs = _check_pairs(pairs)
+    if not isinstance(average, bool):
+        raise ValueError(f"average must be True or False, got {average!r}")
+    device = next(model.parameters()).device
+    prompts, comp, mask = _stacked(pairs)
+    mask = mask.to(device)
+    token_logp = completion_logprobs(model, prompts, comp.to(device), mask)
+    seq = sequence_logprob(token_logp, mask)
+    if average:
+        seq = seq / mask.sum(1).clamp(min=1).to(seq.dtype)
+    N = len(pairs)
+    return seq[:N], seq[N:]
+
+
+def implicit_reward_accuracy(policy, ref, pairs, beta=0.1, *, average=False, batch_size=1024):
+    r"""Fraction of ``pairs`` whose chosen completion gets the higher implicit reward
+    :math:`\beta \log \frac{\pi_\theta(y \mid x)}{\pi_{ref}(y \mid x)}` (ties count as misses):
+    the DPO policy used as a reward model. beta > 0 does not change the ordering; it is checked.
+
+    Defined in: Direct preference optimisation, section DPO on the preference task.
+    """
+    pairs = _check_pairs(pairs)
+    beta = _check_beta(beta)
+    batch_size = int(batch_size)
+    hits = 0
+    with torch.no_grad():
+        for i in range(0, len(pairs), batch_size):
+            sub = pairs.subset(slice(i, i + batch_size))
+            pc, pr = pair_logps(policy, sub, average=average)
+            rc, rr = pair_logps(ref, sub, average=average)
+            rw = dpo_implicit_reward(pc, rc.to(pc.device), beta)
+            rl = dpo_implicit_reward(pr, rr.to(pr.device), beta)
+            hits += int((rw > rl).sum())
+    return hits / len(pairs)
+
+
+def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epochs=2,
+              batch_size=64, lr=1e-3, warmup=10, seed=0, device=None, ref=None, callback=None):
+    r"""Direct preference optimisation of a copy of ``sft`` on preference pairs, against a frozen
+    reference (``ref``, by default a frozen copy of ``sft``). Returns ``(policy, history)``.
+
+    Pseudocode: compute log pi_ref(y_w|x), log pi_ref(y_l|x) of every pair once; then for
+    ``epochs`` passes over the shuffled pairs, in minibatches: log pi_theta of both completions
+    (one forward pass), the loss (:func:`dpo_loss`, or :func:`ipo_loss`), one AdamW step.
+
+    ==============  ====================================================================
+    sft             the TinyGPT to start from (not modified)
+    pairs           rlnotes.lm.PreferencePairs to train on (N >= 1)
+    beta            KL strength (> 0): DPO's beta, IPO's tau
+    loss_type       "dpo" (Rafailov et al. 2023) or "ipo" (Azar et al. 2024)
+    average_logps   False: summed sequence log-probs (the derivation's); True: per-token mean
+    epochs          passes over the pairs
+    batch_size      pairs per step
+    lr              peak learning rate of AdamW (linear warm-up, cosine decay to lr / 10)
+    warmup          warm-up steps
+    seed            the order of the pairs
+    ref             the reference policy (default: a frozen copy of ``sft``)
+    callback        ``callback(step, policy, history)`` after each step; True stops training
+    ==============  ====================================================================
+
+    ``history`` holds per step (means over the minibatch, before the step): ``loss``,
+    ``chosen`` and ``rejected`` (log pi_theta, summed or averaged as trained), ``margin``
+    (beta times the log-ratio margin Delta), ``accuracy`` (fraction with Delta > 0).
+
+    Defined in: Direct preference optimisation, section DPO on the preference task.
+    """
+    from rlnotes.device import get_device
+    from rlnotes.lm.sft import freeze, lr_schedule, single_thread
+    from rlnotes.progress import progress
+    pairs = _check_pairs(pairs)
+    beta = _check_beta(beta)
+    if loss_type not in ("dpo", "ipo"):
+        raise ValueError(f"loss_type must be 'dpo' or 'ipo', got {loss_type!r}")
+    if not isinstance(average_logps, bool):
+        raise ValueError(f"average_logps must be True or False, got {average_logps!r}")
+    epochs = require_int(epochs, "epochs", minimum=1)
+    batch_size = require_int(batch_size, "batch_size", minimum=1)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    warmup = require_int(warmup, "warmup", minimum=1)
+    device = get_device() if device is None else torch.device(device)
+    loss_fn = dpo_loss if loss_type == "dpo" else ipo_loss
+    gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
+    N = len(pairs)
+    steps = epochs * -(-N // batch_size)
+    history = {k: [] for k in ("loss", "chosen", "rejected", "margin", "accuracy")}
+    with single_thread(device):
+        ref = freeze(sft if ref is None else ref).to(device)
+        policy = copy.deepcopy(sft).to(device).train()
+        with torch.no_grad():  # the reference's log-probs never change: compute them once
+            ref_c, ref_r = pair_logps(ref, pairs, average=average_logps)
+        opt = torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+        step = 0
+        for _ in progress(range(epochs), desc=f"{loss_type.upper()}"):
+            order = torch.randperm(N, generator=gen)
+            for i in range(0, N, batch_size):
+                idx = order[i:i + batch_size]
+                for g in opt.param_groups:
+                    g["lr"] = lr_schedule(step, steps, lr, warmup)
+                pc, pr = pair_logps(policy, pairs.subset(idx), average=average_logps)
+                rc, rr = ref_c[idx.to(ref_c.device)], ref_r[idx.to(ref_r.device)]
+                loss = loss_fn(pc, pr, rc, rr, beta)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+                opt.step()
+                with torch.no_grad():
+                    delta = (pc - rc) - (pr - rr)
+                    history["loss"].append(loss.item())
+                    history["chosen"].append(float(pc.mean()))
+                    history["rejected"].append(float(pr.mean()))
+                    history["margin"].append(float(beta * delta.mean()))
+                    history["accuracy"].append(float((delta > 0).float().mean()))
+                step += 1
+                if callback is not None and callback(step, policy, history):
+                    return policy.eval(), history
+    return policy.eval(), history

@@ -7,6 +7,7 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
+from rlnotes.exercises.dpo import check_dpo_loss, check_optimal_policy
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
@@ -25,4 +26,6 @@ __all__ = [
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
     # Reinforcement learning from human feedback
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
+    # Direct preference optimisation
+    "check_dpo_loss", "check_optimal_policy",
 ]

@@ -1,0 +1,81 @@
+"""DPO against PPO on the RLHF chapter's preference data: the gold-reward vs KL frontier.
+
+Every point is a trained policy measured by ``rlnotes.lm.frontier.gold_and_kl`` (1,000 fresh
+prompts, one completion each, the same prompts for every policy): gold reward and
+KL(pi || pi_ref), the k1 estimate summed over tokens. DPO trains on the 2,000 preference pairs of
+the RLHF chapter; PPO trains against the reward model fitted to the same 2,000 pairs (as in the
+RLHF chapter: 60 iterations of 64 completions); "PPO, gold reward" maximises the hidden gold
+reward itself (a ceiling no method with only preference data has). Each setting runs for
+several training seeds (the SFT model, the pairs and the reward model are fixed).
+
+    .venv/bin/python benchmarks/bench_dpo_frontier.py            # writes results/dpo_frontier.json
+    .venv/bin/python benchmarks/bench_dpo_frontier.py --seeds 1  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+import rlnotes.lm as lm
+from rlnotes.lm.frontier import dpo_sweep, ppo_sweep
+
+DPO_BETAS = [0.03, 0.1, 0.3, 1.0, 3.0]
+PPO_BETAS = [0.01, 0.03, 0.05, 0.1, 0.2, 0.5]
+GOLD_PPO_BETAS = [0.05, 0.2, 0.5]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "dpo_frontier.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    device = torch.device("cpu")
+    t0 = time.process_time()
+    task = lm.PreferenceTask(seed=0)
+    sft, _ = lm.sft_model(task, seed=0, device=device)
+    pairs = lm.sample_preference_pairs(sft, task, 3000, torch.Generator().manual_seed(0))
+    train, test = pairs.subset(slice(0, 2000)), pairs.subset(slice(2000, 3000))
+    rm, _ = lm.train_reward_model(sft, train, epochs=4, lr=3e-3, seed=0, device=device, valid=test)
+    ref_x, ref_y, ref_m = task.sft_batch(1000, torch.Generator().manual_seed(2))
+    rm.normalise(ref_x, ref_y, ref_m)
+
+    def proxy(x, y, m):
+        with torch.no_grad():
+            return rm(x, y, m)
+
+    rows = []
+    for seed in range(args.seeds):
+        for r in dpo_sweep(sft, train, task, DPO_BETAS, epochs=3, lr=1e-3, seed=seed, device=device):
+            rows.append(dict(r, seed=seed))
+        ppo = dict(iterations=60, batch_size=64, lr=1e-3, seed=seed, device=device)
+        for r in ppo_sweep(sft, task, proxy, PPO_BETAS, **ppo):
+            rows.append(dict(r, seed=seed))
+        for r in ppo_sweep(sft, task, task.reward, GOLD_PPO_BETAS, **ppo):
+            rows.append(dict(r, method="PPO, gold reward", seed=seed))
+        print(f"seed {seed} done, {time.process_time() - t0:.0f} s CPU", flush=True)
+    out = dict(date=datetime.date.today().isoformat(),
+               command="python benchmarks/bench_dpo_frontier.py --seeds %d" % args.seeds,
+               machine=f"{platform.machine()}, torch {torch.__version__.split('+')[0]}, 1 thread",
+               cpu_seconds=round(time.process_time() - t0, 1), rows=rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    by = {}
+    for r in rows:
+        by.setdefault((r["method"], r["beta"]), []).append(r)
+    print(f"{'method':18} {'beta':>6} {'KL (nats)':>10} {'gold':>7}   (mean over {args.seeds} seeds)")
+    for (method, beta), rs in by.items():
+        kl = sum(r["kl"] for r in rs) / len(rs)
+        gold = sum(r["gold"] for r in rs) / len(rs)
+        print(f"{method:18} {beta:6.2f} {kl:10.2f} {gold:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

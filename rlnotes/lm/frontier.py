@@ -1,0 +1,139 @@
+"""The gold-reward vs KL frontier (the shape of Rafailov et al. 2023, Figure 2): every trained
+policy, whatever trained it, is measured the same way, by fresh samples from fixed prompts.
+
+Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from rlnotes._validate import require_int
+from rlnotes.lm.generation import completion_logprobs, generate
+from rlnotes.lm.sft import single_thread
+
+__all__ = ["gold_and_kl", "dpo_sweep", "ppo_sweep", "upper_frontier", "best_gold_within"]
+
+
+@torch.no_grad()
+def gold_and_kl(policy, ref, task, *, n_prompts=1000, seed=10):
+    r"""Mean gold reward and KL(pi || pi_ref) of ``policy``, from one completion for each of
+    ``n_prompts`` fresh prompts (the same prompts and random numbers for every policy):
+
+    .. math::  \widehat{\mathrm{KL}} = \frac{1}{n} \sum_{i=1}^n \sum_t
+               \left(\log \pi(y_{i,t} \mid s_{i,t}) - \log \pi_{ref}(y_{i,t} \mid s_{i,t})\right),
+               \quad y_i \sim \pi(\cdot \mid x_i)
+
+    (the k1 estimator summed over tokens: unbiased for the KL of whole completions).
+
+    ==========  =============================================================
+    policy      TinyGPT to measure
+    ref         the reference TinyGPT (the SFT model)
+    task        the task: prompts, EOS, ``max_new_tokens`` and the gold ``reward``
+    n_prompts   completions sampled (one per prompt)
+    seed        prompts and sampling
+    returns     dict: gold, gold_se, kl, kl_se (standard errors), length
+    ==========  =============================================================
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    n_prompts = require_int(n_prompts, "n_prompts", minimum=2)
+    seed = require_int(seed, "seed", minimum=0)
+    device = next(policy.parameters()).device
+    with single_thread(device):
+        g = torch.Generator().manual_seed(seed)
+        x = task.sample_prompts(n_prompts, g)
+        y, logp, m = generate(policy, x, task.max_new_tokens, eos_id=task.tokenizer.eos_id, generator=g)
+        ref_logp = completion_logprobs(ref, x, y.to(next(ref.parameters()).device), m)
+        kl = ((logp.double() - ref_logp.double().to(logp.device)) * m).sum(1).cpu()
+        gold = task.reward(x, y.cpu(), m.cpu()).double()
+    sq = math.sqrt(n_prompts)
+    return dict(gold=float(gold.mean()), gold_se=float(gold.std()) / sq, kl=float(kl.mean()),
+                kl_se=float(kl.std()) / sq, length=float(m.sum(1).float().mean()))
+
+
+def dpo_sweep(sft, pairs, task, betas, *, n_eval=1000, eval_seed=10, **train_kwargs):
+    """Train one DPO policy per beta on ``pairs`` (``rlnotes.dpo.train_dpo``) and measure each with
+    :func:`gold_and_kl`. Returns a list of dicts (method, beta, gold, kl, ...), in beta's order.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    from rlnotes.dpo import train_dpo
+    betas = _check_betas(betas)
+    out = []
+    for beta in betas:
+        policy, _ = train_dpo(sft, pairs, beta=beta, **train_kwargs)
+        out.append(dict(method="DPO", beta=beta, **gold_and_kl(policy, sft, task, n_prompts=n_eval,
+                                                                seed=eval_seed)))
+    return out
+
+
+def ppo_sweep(sft, task, reward_fn, betas, *, n_eval=1000, eval_seed=10, **ppo_kwargs):
+    """Train one PPO policy per KL coefficient beta against ``reward_fn`` (``rlnotes.lm.train_ppo``)
+    and measure each with :func:`gold_and_kl`. Returns a list of dicts, in beta's order.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    from rlnotes.lm.ppo import train_ppo
+    betas = _check_betas(betas, allow_zero=True)
+    out = []
+    for beta in betas:
+        agent, _ = train_ppo(sft, task, reward_fn, beta=beta, **ppo_kwargs)
+        out.append(dict(method="PPO", beta=beta, **gold_and_kl(agent.policy, sft, task,
+                                                                n_prompts=n_eval, seed=eval_seed)))
+    return out
+
+
+def _check_betas(betas, allow_zero=False):
+    try:
+        betas = [float(b) for b in betas]
+    except TypeError:
+        raise ValueError(f"betas must be a list of numbers, got {type(betas).__name__}") from None
+    if not betas:
+        raise ValueError("betas must hold at least one beta")
+    if any(not math.isfinite(b) or b < 0 or (b == 0 and not allow_zero) for b in betas):
+        raise ValueError(f"betas must be {'non-negative' if allow_zero else 'positive'} finite numbers, got {betas}")
+    return betas
+
+
+def _kl_gold(kl, gold):
+    kl = np.asarray(kl, dtype=np.float64)
+    gold = np.asarray(gold, dtype=np.float64)
+    if kl.ndim != 1 or kl.shape != gold.shape:
+        raise ValueError(f"gold must have kl's shape (n,), got {kl.shape} and {gold.shape}")
+    if kl.size == 0:
+        raise ValueError("kl must hold at least one point")
+    if not (np.isfinite(kl).all() and np.isfinite(gold).all()):
+        raise ValueError("kl and gold must be finite")
+    return kl, gold
+
+
+def upper_frontier(kl, gold):
+    """Indices of the points on the upper frontier, in increasing KL: those that no other point
+    beats with both less (or equal) KL and more gold reward.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    kl, gold = _kl_gold(kl, gold)
+    keep, best = [], -np.inf
+    for i in np.lexsort((-gold, kl)):
+        if gold[i] > best:
+            keep.append(int(i))
+            best = gold[i]
+    return keep
+
+
+def best_gold_within(kl, gold, kl_max):
+    """The highest gold reward among points with KL at most ``kl_max`` (``-inf`` when none).
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    kl, gold = _kl_gold(kl, gold)
+    kl_max = float(kl_max)
+    if not math.isfinite(kl_max):
+        raise ValueError(f"kl_max must be a finite number, got {kl_max}")
+    inside = kl <= kl_max
+    return float(gold[inside].max()) if inside.any() else -math.inf
