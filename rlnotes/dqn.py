@@ -33,7 +33,7 @@ from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transit
 from rlnotes.deeprl.networks import mlp
 from rlnotes.device import get_device
 
-__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss",
+__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "polyak_update",
            "start_value_estimate"]
 
 
@@ -147,6 +147,27 @@ def dqn_loss(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> 
     if loss == "huber":
         return F.smooth_l1_loss(q_sa, targets)
     return F.mse_loss(q_sa, targets)
+
+
+@torch.no_grad()
+def polyak_update(target_params, params, tau: float) -> None:
+    """Move the target network toward the online one, in place:
+    ``theta_target <- (1 - tau) theta_target + tau theta`` for each pair of tensors.
+    tau = 1 is a hard copy; a small tau makes theta_target an exponential moving average of
+    the online weights, with a mean lag of about 1 / tau updates. One fused operation for all
+    tensors.
+
+    Defined in: Deep Q-networks, section The target network: a lagged copy.
+    """
+    tau = require_in_range(tau, "tau", 0.0, 1.0, low_open=True)
+    target_params, params = list(target_params), list(params)
+    if len(target_params) != len(params) or not params:
+        raise ValueError(f"target_params and params must be non-empty lists of the same length, "
+                         f"got {len(target_params)} and {len(params)}")
+    for t, p in zip(target_params, params):
+        if not (torch.is_tensor(t) and torch.is_tensor(p)) or t.shape != p.shape:
+            raise ValueError("params must be tensors with the shapes of target_params")
+    torch._foreach_lerp_(target_params, params, tau)
 
 
 @contextlib.contextmanager
@@ -326,12 +347,16 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     group["lr"] = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
                 for _ in range(gradient_steps):
                     s, a, r, s2, term = buffer.sample(batch_size, generator)
+                    if double:  # one forward pass of the online net over s and s' together
+                        q_both = q_net(torch.cat([s, s2]))
+                        q_s, next_q_online = q_both[:batch_size], q_both[batch_size:].detach()
+                    else:
+                        q_s = q_net(s)
                     with torch.no_grad():
                         next_q_target = q_target(s2)
-                        next_q_online = q_net(s2) if double else next_q_target
-                        y = td_targets(r, next_q_online, next_q_target, term, gamma,
-                                       double=double)
-                    q_sa = q_net(s).gather(1, a.unsqueeze(1)).squeeze(1)
+                        y = td_targets(r, next_q_online if double else next_q_target,
+                                       next_q_target, term, gamma, double=double)
+                    q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
                     loss_value = dqn_loss(q_sa, y, loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss_value.backward()
@@ -340,8 +365,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     optimizer.step()
                     updates += 1
                     if updates % target_update_interval == 0:
-                        with torch.no_grad():
-                            torch._foreach_lerp_(target_params, params, tau)
+                        polyak_update(target_params, params, tau)
                 if callback is not None and callback(steps, policy):
                     break
         finally:

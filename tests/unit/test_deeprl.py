@@ -181,12 +181,15 @@ def test_buffer_sample_is_reproducible():
 def test_buffer_box_actions():
     buf = ReplayBuffer(4, (3,), (2,), discrete=False)
     buf.add(np.zeros((2, 3)), np.ones((2, 2)), np.zeros(2), np.zeros((2, 3)), np.zeros(2))
-    assert buf.actions.dtype == torch.float32 and buf.sample(3)[1].shape == (3, 2)
+    a = buf.sample(3)[1]
+    assert a.dtype == torch.float32 and a.shape == (3, 2) and (a == 1).all()
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(capacity=0, obs_shape=(2,)), "capacity"),
                                           (dict(capacity=5, obs_shape=()), "obs_shape"),
                                           (dict(capacity=5, obs_shape=(0,)), "obs_shape"),
+                                          (dict(capacity=5, obs_shape=(2,), action_shape=(2,)),
+                                           "action_shape"),
                                           (dict(capacity=1.5, obs_shape=(2,)), "capacity")])
 def test_buffer_rejects_bad_construction(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -214,3 +214,21 @@ def test_start_value_estimate():
         dqn.start_value_estimate(policy, "CartPole-v1", 2.0)
     with pytest.raises(ValueError, match="num_episodes"):
         dqn.start_value_estimate(policy, "CartPole-v1", 0.9, num_episodes=0)
+
+
+def test_polyak_update():
+    target = [torch.zeros(2, 2), torch.zeros(3)]
+    online = [torch.ones(2, 2), torch.full((3,), 2.0)]
+    dqn.polyak_update(target, online, 0.1)
+    torch.testing.assert_close(target[1], torch.full((3,), 0.2))
+    for _ in range(9):
+        dqn.polyak_update(target, online, 0.1)
+    # after k updates the online weights carry 1 - (1 - tau)^k of the target
+    torch.testing.assert_close(target[0], torch.full((2, 2), 1 - 0.9 ** 10))
+    dqn.polyak_update(target, online, 1.0)  # a hard copy
+    torch.testing.assert_close(target[1], online[1])
+    for args, name in (((target, online, 0.0), "tau"), ((target, online, 1.5), "tau"),
+                       ((target, online[:1], 0.5), "target_params"),
+                       (([torch.zeros(2)], [torch.zeros(3)], 0.5), "params")):
+        with pytest.raises(ValueError, match=name):
+            dqn.polyak_update(*args)
