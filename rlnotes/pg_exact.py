@@ -283,14 +283,20 @@ def gae_bias_variance(mdp: TabularMDP, policy, V, lams, num_samples: int, *, see
 
     For every non-terminal (s, a), ``num_samples`` episodes start with s_0 = s, a_0 = a and then
     follow ``policy``; :func:`rlnotes.returns.gae` with the state values ``V`` (S,) (exact or
-    not) gives A_hat_0 for each lambda of ``lams``. Returns arrays over lambda:
+    not) gives A_hat_0 for each lambda of ``lams``. Two biases are reported. The raw bias
+    E[A_hat(s, a)] - A^pi(s, a) includes any offset c(s) shared by all actions of a state; such
+    an offset is a baseline and does not bias the policy gradient, since
+    sum_a pi(a|s) grad log pi(a|s) c(s) = 0. The policy-gradient bias removes it: the error
+    e(s, a) = E[A_hat(s, a)] - A^pi(s, a) minus its mean sum_b pi(b|s) e(s, b). Returns arrays
+    over lambda:
 
     ==============  =========================================================================
     key             meaning
     ==============  =========================================================================
     ``lam``         the lambdas
-    ``bias``        root mean square over (s, a) of E[A_hat] - A^pi(s, a)
-    ``max_z``       largest |E[A_hat] - A^pi| / standard error over (s, a)
+    ``bias``        root mean square over (s, a) of the raw bias
+    ``bias_pg``     root mean square over (s, a) of the policy-gradient bias
+    ``max_z_pg``    largest |policy-gradient bias| / its standard error over (s, a)
     ``variance``    mean over (s, a) of Var[A_hat]
     ==============  =========================================================================
 
@@ -302,33 +308,44 @@ def gae_bias_variance(mdp: TabularMDP, policy, V, lams, num_samples: int, *, see
     if V.shape != (mdp.num_states,) or not np.isfinite(V).all():
         raise ValueError(f"V must be a finite (S,) = ({mdp.num_states},) array, got {V.shape}")
     lams = np.atleast_1d(np.asarray(lams, dtype=np.float64))
+    if lams.ndim != 1 or len(lams) == 0:
+        raise ValueError(f"lams must be a non-empty list of lambdas, got shape {lams.shape}")
     for lam in lams:
         require_in_range(float(lam), "lams", 0.0, 1.0)
     M = require_int(num_samples, "num_samples", minimum=2)
     V_true, Q = _exact_values(mdp, pi)
     A_true = Q - V_true[:, None]
-    pairs = [(s, a) for s in range(mdp.num_states) if not mdp.absorbing[s]
-             for a in range(mdp.num_actions)]
-    bias2, zmax, var = np.zeros(len(lams)), np.zeros(len(lams)), np.zeros(len(lams))
-    mu0 = np.full(mdp.num_states, 1.0 / mdp.num_states)
-    for k, (s0, a0) in enumerate(pairs):
-        ep = sample_episodes(mdp, pi, mu0, M, seed=seed + k, max_steps=max_steps,
-                             start=(s0, a0))
-        s, r, s2, alive = ep["states"], ep["rewards"], ep["next_states"], ep["alive"]
-        dones = (alive & mdp.absorbing[s2]) | ~alive  # the transition entered the terminal set
-        values = np.where(alive, V[s], 0.0)
-        last = np.where(mdp.absorbing[s2[-1]], 0.0, V[s2[-1]])
-        for j, lam in enumerate(lams):
-            adv, _ = gae(r, values, dones.astype(np.float64), last, mdp.gamma, float(lam))
-            x = adv[0]
-            err = x.mean() - A_true[s0, a0]
-            bias2[j] += err ** 2
-            se = x.std(ddof=1) / np.sqrt(M)
-            zmax[j] = max(zmax[j], abs(err) / se if se > 0 else (0 if abs(err) < 1e-12
-                                                                  else np.inf))
-            var[j] += x.var(ddof=1)
-    n = len(pairs)
-    return {"lam": lams, "bias": np.sqrt(bias2 / n), "max_z": zmax, "variance": var / n}
+    S, A, L = mdp.num_states, mdp.num_actions, len(lams)
+    live = ~mdp.absorbing
+    mean = np.zeros((L, S, A))
+    var = np.zeros((L, S, A))
+    mu0 = np.full(S, 1.0 / S)
+    k = 0
+    for s0 in np.flatnonzero(live):
+        for a0 in range(A):
+            ep = sample_episodes(mdp, pi, mu0, M, seed=seed + k, max_steps=max_steps,
+                                 start=(s0, a0))
+            k += 1
+            s, r, s2, alive = ep["states"], ep["rewards"], ep["next_states"], ep["alive"]
+            # d_t = 1 on the transition into the terminal set (and after it: nothing flows back)
+            dones = ((alive & mdp.absorbing[s2]) | ~alive).astype(np.float64)
+            values = np.where(alive, V[s], 0.0)
+            last = np.where(mdp.absorbing[s2[-1]], 0.0, V[s2[-1]])
+            for j, lam in enumerate(lams):
+                adv, _ = gae(r, values, dones, last, mdp.gamma, float(lam))
+                mean[j, s0, a0] = adv[0].mean()
+                var[j, s0, a0] = adv[0].var(ddof=1)
+    err = mean - A_true
+    err_pg = err - (pi * err).sum(-1, keepdims=True)
+    # standard error of err_pg(s, a) = (1 - pi_a) m_a - sum_{b != a} pi_b m_b, samples independent
+    w2 = pi[None] ** 2 * var / M
+    se_pg = np.sqrt(((1 - pi[None]) ** 2 - pi[None] ** 2) * var / M
+                    + w2.sum(-1, keepdims=True))
+    z = np.abs(err_pg) / np.maximum(se_pg, 1e-300)
+    n = live.sum() * A
+    rms = lambda x: np.sqrt((x[:, live] ** 2).sum((1, 2)) / n)
+    return {"lam": lams, "bias": rms(err), "bias_pg": rms(err_pg),
+            "max_z_pg": z[:, live].max((1, 2)), "variance": var[:, live].sum((1, 2)) / n}
 
 
 def gaussian_log_prob(a, mu, std):
