@@ -25,7 +25,57 @@ from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_s
                                     collect_rollout, masked_mean, rollout_advantages)
 from rlnotes.device import get_device
 
-__all__ = ["train", "a2c_loss"]
+__all__ = ["train", "a2c_loss", "n_step_returns"]
+
+
+def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> np.ndarray:
+    """The n-step returns of a rollout, the critic's targets in A3C:
+
+        G_t^(n) = r_{t+1} + gamma r_{t+2} + ... + gamma^(m-1) r_{t+m} + gamma^m V(s_{t+m}),
+
+    with m = n, or fewer where the rollout ends first (then V(s_T) = ``last_value``) or the
+    episode ends first (then nothing is bootstrapped: d_{t+m-1} = 1).
+
+    ==============  =============  ================================================
+    argument        shape          meaning
+    ==============  =============  ================================================
+    ``rewards``     (T,) or (T, N)  ``rewards[t] = r_{t+1}``
+    ``values``      rewards' shape  ``values[t] = V(s_t)``
+    ``dones``       rewards' shape  ``d_t = 1`` when step t ended the episode; or None
+    ``last_value``  () or (N,)      V(s_T)
+    ``n``           int >= 1        steps before bootstrapping
+    ==============  =============  ================================================
+
+    Returns a float64 numpy array of rewards' shape. n = 1 gives the TD targets
+    r_{t+1} + gamma (1 - d_t) V(s_{t+1}); n >= T gives GAE's lambda = 1 returns.
+
+    Defined in: Actor-critic and GAE, section n-step returns.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    V = np.asarray(values, dtype=np.float64)
+    if r.ndim not in (1, 2) or V.shape != r.shape:
+        raise ValueError(f"rewards and values must have the same shape (T,) or (T, N), got "
+                         f"{r.shape} and {V.shape}")
+    d = np.zeros_like(r) if dones is None else np.asarray(dones, dtype=np.float64)
+    if d.shape != r.shape:
+        raise ValueError(f"dones must have the shape of rewards {r.shape}, got {d.shape}")
+    last = np.broadcast_to(np.asarray(last_value, dtype=np.float64), r.shape[1:])
+    gamma = require_gamma(gamma)
+    n = require_int(n, "n", minimum=1)
+    T = len(r)
+    next_V = np.concatenate([V[1:], last[None]])  # V(s_{t+1})
+    G = np.empty_like(r)
+    for t in range(T):
+        acc, disc, alive = np.zeros(r.shape[1:]), 1.0, np.ones(r.shape[1:])
+        for k in range(min(n, T - t)):
+            i = t + k
+            acc = acc + disc * alive * r[i]
+            disc *= gamma
+            if k == n - 1 or i == T - 1:  # bootstrap from the state the sum stops in
+                acc = acc + disc * alive * (1 - d[i]) * next_V[i]
+            alive = alive * (1 - d[i])
+        G[t] = acc
+    return G
 
 
 def a2c_loss(logp, adv, values, returns, entropy, mask=None, *, vf_coef: float = 0.5,

@@ -7,8 +7,10 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
+from rlnotes.exercises.a2c import check_gae, check_n_step_returns
 from rlnotes.exercises.dqn import check_dqn_targets, check_polyak_update
 from rlnotes.exercises.mdp import check_policy_evaluation, check_q_values, check_value_iteration
+from rlnotes.exercises.pg import check_reward_to_go, check_softmax_reinforce
 from rlnotes.exercises.td import check_q_learning_update, check_sarsa_update, check_td0_update
 
 __all__ = [
@@ -19,4 +21,8 @@ __all__ = [
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
     # Deep Q-networks
     "check_dqn_targets", "check_polyak_update",
+    # Policy gradients
+    "check_reward_to_go", "check_softmax_reinforce",
+    # Actor-critic and GAE
+    "check_gae", "check_n_step_returns",
 ]
