@@ -280,3 +280,32 @@ def test_a2c_loss_parts_and_mask():
     with pytest.raises(ValueError, match="mask"):
         a2c.a2c_loss(logp, adv, V, G, H, mask[:2])
     assert masked_mean(torch.tensor([1.0, 3.0]), torch.tensor([True, False])).item() == 1.0
+
+
+# ---------------------------------------------------------------- the chapters' claims
+def test_reinforce_variants_on_cartpole_as_the_chapter_states():
+    from rlnotes.deeprl.curves import learning_curves
+    variants = {"total": dict(psi="total", baseline="none"),
+                "rtg": dict(psi="reward_to_go", baseline="none"),
+                "base": dict(psi="reward_to_go", baseline="value")}
+    curves = {k: learning_curves(reinforce.train, "CartPole-v1", 24_576, [0, 1, 2], **v)[1]
+              for k, v in variants.items()}
+    mean = {k: Y.mean() for k, Y in curves.items()}
+    assert mean["total"] < mean["rtg"] < mean["base"]
+    reached = curves["total"].max(axis=1) >= 475
+    assert reached.sum() == 1 and (curves["total"][~reached, -1] < 150).all()
+    assert curves["base"][:, -1].min() < 400
+
+
+def test_learning_curves_checkpoints_and_bad_input():
+    from rlnotes.deeprl.curves import learning_curves
+    steps, Y = learning_curves(a2c.train, "CartPole-v1", 4096, [0, 1], num_envs=4,
+                               num_steps=8, hidden_sizes=(8,))
+    np.testing.assert_array_equal(steps, [2048, 4096])
+    assert Y.shape == (2, 2) and np.isfinite(Y).all() and (Y >= 8).all()
+    with pytest.raises(ValueError, match="total_steps"):
+        learning_curves(a2c.train, "CartPole-v1", 1000, [0])
+    with pytest.raises(ValueError, match="seeds"):
+        learning_curves(a2c.train, "CartPole-v1", 4096, [])
+    with pytest.raises(ValueError, match="train"):
+        learning_curves(None, "CartPole-v1", 4096, [0])
