@@ -175,14 +175,15 @@ def make_optimizer(params, name: str, learning_rate: float):
 
 
 def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
-          num_envs: int = 16,
+          num_envs: int = 8,
           num_steps: int = 8,
           hidden_sizes=(64, 64),
           learning_rate: float = 3e-3,
+          vf_lr_scale: float = 3.0,
           lr_final_fraction: float = 1.0,
           optimizer: str = "adam",
           gamma: float = 0.99,
-          lam: float = 1.0,
+          lam: float = 0.95,
           vf_coef: float = 0.5,
           ent_coef: float = 0.0,
           normalize_advantages: bool = True,
@@ -201,6 +202,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - num_steps: steps per env in a rollout (n of the n-step returns); one update per rollout
     - hidden_sizes: widths of the hidden layers of the policy and of the value network (tanh)
     - learning_rate: the optimiser's step size at the start
+    - vf_lr_scale: the critic's step size is learning_rate * vf_lr_scale (its targets are on
+      the scale of the returns, so it may need larger steps than the actor)
     - lr_final_fraction: the step size decays linearly to this fraction of it by total_steps
     - optimizer: "adam" or "rmsprop"
     - gamma: discount factor in [0, 1]
@@ -228,6 +231,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         raise ValueError(f"num_steps must make num_envs * num_steps <= 2048 (the callback "
                          f"interval), got {num_envs} * {num_steps}")
     lr_final_fraction = require_in_range(lr_final_fraction, "lr_final_fraction", 0.0, 1.0)
+    vf_lr_scale = require_real(vf_lr_scale, "vf_lr_scale")
+    if vf_lr_scale <= 0:
+        raise ValueError(f"vf_lr_scale must be > 0, got {vf_lr_scale}")
     require_choice(optimizer, "optimizer", ("adam", "rmsprop"))
     lam = require_in_range(lam, "lam", 0.0, 1.0)
     vf_coef = require_real(vf_coef, "vf_coef")
@@ -254,7 +260,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         net = ActorCritic(obs_dim, act_info, hidden_sizes, init_std=init_std, device=dev)
-        opt = make_optimizer(net.parameters(), optimizer, learning_rate)
+        actor = list(net.pi.parameters()) + ([] if net.discrete else [net.log_std])
+        groups = [{"params": actor, "scale": 1.0},
+                  {"params": list(net.v.parameters()), "scale": vf_lr_scale}]
+        opt = make_optimizer(groups, optimizer, learning_rate)
+        for group in opt.param_groups:
+            group["lr"] = learning_rate * group["scale"]
         params = list(net.parameters())
         generator = torch.Generator(device=dev).manual_seed(seed)
         policy = MostProbablePolicy(net)
@@ -290,7 +301,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                       vf_coef=vf_coef, ent_coef=ent_coef)
                 frac = min(1.0, steps / total_steps)
                 for group in opt.param_groups:
-                    group["lr"] = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
+                    group["lr"] = (learning_rate * group["scale"]
+                                   * (1.0 - (1.0 - lr_final_fraction) * frac))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if max_grad_norm is not None:

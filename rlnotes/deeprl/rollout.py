@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rlnotes._validate import require_gamma, require_in_range, require_int, require_real
@@ -47,6 +48,21 @@ def check_obs_space(envs, env_id: str) -> dict:
         raise ValueError(f"env_id {env_id!r} must have Discrete or flat Box actions, got "
                          f"{envs.single_action_space}")
     return act_info
+
+
+def _fast_forward(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``seq(x)`` for an :func:`mlp`, without nn.Module's per-call overhead (the same ops:
+    several microseconds saved per layer, which add up over thousands of acting steps)."""
+    for layer in seq:
+        if isinstance(layer, nn.Linear):
+            x = F.linear(x, layer.weight, layer.bias)
+        elif isinstance(layer, nn.Tanh):
+            x = torch.tanh(x)
+        elif isinstance(layer, nn.ReLU):
+            x = torch.relu(x)
+        else:
+            x = layer(x)
+    return x
 
 
 class ActorCritic(nn.Module):
@@ -96,11 +112,11 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s) for a (B, d) batch: shape (B,)."""
-        return self.v(obs).squeeze(-1)
+        return _fast_forward(self.v, obs).squeeze(-1)
 
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor):
         """``(logp, entropy)`` of ``actions`` in ``obs``, each of shape (B,)."""
-        out = self.pi(obs)
+        out = _fast_forward(self.pi, obs)
         if self.discrete:
             logits = out - out.logsumexp(dim=-1, keepdim=True)
             logp = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
@@ -119,7 +135,7 @@ class ActorCritic(nn.Module):
         Discrete: inverse-CDF sampling with one uniform number per row (actions (B,) long).
         Box: ``mu + sigma * eps`` with eps ~ N(0, I) (actions (B, act_dim), not clipped).
         """
-        out = self.pi(obs)
+        out = _fast_forward(self.pi, obs)
         values = self.value(obs)
         if self.discrete:
             logits = out - out.logsumexp(dim=-1, keepdim=True)
@@ -138,7 +154,7 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def most_probable(self, obs: torch.Tensor) -> torch.Tensor:
         """argmax_a pi(a|s) (Discrete) or the mean clipped to the action bounds (Box)."""
-        out = self.pi(obs)
+        out = _fast_forward(self.pi, obs)
         if self.discrete:
             return out.argmax(dim=-1)
         return torch.maximum(torch.minimum(out, self.high), self.low)

@@ -61,6 +61,24 @@ def test_reinforce_estimators_are_unbiased_and_variance_falls(problem):
     assert v["td"] < v["baseline"]
 
 
+def test_gae_claims_of_the_actor_critic_chapter():
+    # exactly the chapter's experiment and asserts (section Bias and variance of GAE, measured)
+    from rlnotes.mdp import policy_evaluation
+    mdp = random_mdp(5, 3, gamma=0.9, seed=1, terminal_prob=0.15)
+    pi = px.softmax_policy(np.random.default_rng(0).normal(size=(5, 3)))
+    V_exact = policy_evaluation(mdp, pi)
+    V_wrong = V_exact + np.r_[np.random.default_rng(1).normal(size=4) * 2, 0.0]
+    lams = np.linspace(0, 1, 11)
+    exact = px.gae_bias_variance(mdp, pi, V_exact, lams, 1000, seed=0)
+    wrong = px.gae_bias_variance(mdp, pi, V_wrong, lams, 1000, seed=0)
+    assert (exact["max_z_pg"] < 4).all()
+    assert (np.diff(exact["variance"]) > 0).all()
+    assert (wrong["max_z_pg"][:-1] > 4).all() and wrong["max_z_pg"][-1] < 4
+    assert (np.diff(wrong["bias_pg"]) < 0).all()
+    assert wrong["bias"][-1] > 0.5
+    assert wrong["variance"][0] > 2 * exact["variance"][0]
+
+
 def test_gae_is_unbiased_with_exact_v_and_only_lambda_one_with_a_wrong_v(problem):
     mdp, theta, _ = problem
     pi = px.softmax_policy(theta)
