@@ -7,23 +7,32 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
-from rlnotes.exercises.dpo import check_dpo_loss, check_optimal_policy
+from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
+from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
+from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
+from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
+from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
+                                    check_token_gae)
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
                                   check_sarsa_update, check_td0_update,
                                   check_weighted_importance_sampling)
-from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
-                                     check_token_gae)
 
 __all__ = [
     "CHECKS", "ExerciseFailed", "check", "expect", "expect_close", "expect_own_work",
     # MDPs and dynamic programming
-    "check_in_place_evaluation", "check_modified_policy_iteration",
     "check_policy_evaluation", "check_q_values", "check_value_iteration",
+    "check_in_place_evaluation", "check_modified_policy_iteration",
     # Learning without a model: Monte Carlo and TD
-    "check_certainty_equivalence", "check_weighted_importance_sampling",
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
+    "check_certainty_equivalence", "check_weighted_importance_sampling",
+    # Deep Q-networks
+    "check_dqn_targets", "check_polyak_update",
+    # Policy gradients
+    "check_reward_to_go", "check_softmax_reinforce",
+    # Actor-critic and GAE
+    "check_gae", "check_n_step_returns",
     # Reinforcement learning from human feedback
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation

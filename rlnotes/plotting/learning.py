@@ -10,7 +10,7 @@ import numpy as np
 
 from rlnotes._validate import require_int
 
-__all__ = ["moving_average", "plot_curves", "plot_grid_paths", "plot_value_estimates"]
+__all__ = ["moving_average", "plot_band", "plot_curves", "plot_grid_paths", "plot_value_estimates"]
 
 
 def moving_average(x, window: int) -> np.ndarray:
@@ -121,4 +121,55 @@ def plot_grid_paths(shape, paths: dict, *, blocked=(), start=None, goal=None, ax
     if paths:
         ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.02),
                   ncol=len(paths))
+    return ax
+
+
+def plot_band(x, curves: dict, *, ax=None, xlabel: str = "environment steps",
+              ylabel: str = "mean evaluation return", title: str | None = None,
+              band: str = "minmax", styles: dict | None = None, hline=None):
+    """Learning curves over several seeds: for each label, the median over seeds as a line and a
+    shaded band (``band="minmax"``: from the worst to the best seed; ``"iqr"``: the middle
+    half). ``curves`` maps a label to an (n_seeds, T) array whose column t was measured at
+    ``x[t]``; ``hline`` draws a dashed reference level (a success threshold).
+
+    ============  ===============  ===============================================
+    argument      shape            meaning
+    ============  ===============  ===============================================
+    ``x``         (T,)             where the columns were measured (e.g. steps)
+    ``curves``    label -> (K, T)  one row per seed
+    ============  ===============  ===============================================
+
+    Returns the matplotlib ``Axes``.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"x must be a non-empty 1-D array, got shape {x.shape}")
+    if not isinstance(curves, dict) or not curves:
+        raise ValueError("curves must be a non-empty dict label -> (n_seeds, T) array")
+    if band not in ("minmax", "iqr"):
+        raise ValueError(f"band must be 'minmax' or 'iqr', got {band!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    styles = styles or {}
+    for label, Y in curves.items():
+        Y = np.asarray(Y, dtype=np.float64)
+        if Y.ndim == 1:
+            Y = Y[None]
+        if Y.ndim != 2 or Y.shape[1] != x.size:
+            raise ValueError(f"curves[{label!r}] must have shape (n_seeds, {x.size}), got "
+                             f"{Y.shape}")
+        lo, hi = ((Y.min(0), Y.max(0)) if band == "minmax"
+                  else (np.percentile(Y, 25, axis=0), np.percentile(Y, 75, axis=0)))
+        line, = ax.plot(x, np.median(Y, axis=0), label=f"{label} (median of {Y.shape[0]})",
+                        **styles.get(label, {}))
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    if hline is not None:
+        ax.axhline(hline, color="k", ls="--", lw=1, label=f"{hline:g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8, frameon=False)
     return ax

@@ -1,0 +1,13 @@
+"""The machinery every deep-RL trainer of the book shares (DQN, REINFORCE, A2C, TRPO, PPO):
+vectorised environments and their transitions, MLPs, the replay buffer, evaluation.
+
+Defined in: Deep Q-networks.
+"""
+
+from rlnotes.deeprl.buffer import ReplayBuffer
+from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
+from rlnotes.deeprl.evaluation import Evaluator, evaluate
+from rlnotes.deeprl.networks import mlp
+
+__all__ = ["ReplayBuffer", "Evaluator", "env_spec", "evaluate", "make_vec_env", "mlp",
+           "space_info", "step_transitions"]

@@ -1,0 +1,57 @@
+"""Multilayer perceptrons with the usual deep-RL initialisation.
+
+Defined in: Deep Q-networks, section From a table to a network.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rlnotes._validate import require_choice, require_int, require_real
+
+__all__ = ["mlp"]
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def mlp(sizes, *, activation: str = "relu", out_gain: float = 1.0, device=None,
+        dtype=torch.float32) -> nn.Sequential:
+    """A fully connected network ``sizes[0] -> sizes[1] -> ... -> sizes[-1]``.
+
+    Hidden layers are followed by ``activation`` ("relu" or "tanh"); the output layer is linear.
+    Weights are orthogonal matrices scaled by sqrt(2) in hidden layers (the gain that keeps a
+    ReLU layer's output variance), by ``out_gain`` in the output layer (0.01 for a policy head,
+    so that the first policy is close to uniform; 1 for a value head); biases are 0.
+
+    ==============  ===========  ==================================================
+    argument        type         meaning
+    ==============  ===========  ==================================================
+    ``sizes``       list of int  input size, hidden sizes, output size (>= 2 entries)
+    ``activation``  str          "relu" or "tanh"
+    ``out_gain``    float > 0    scale of the output layer's orthogonal init
+    ==============  ===========  ==================================================
+
+    Example: ``mlp([4, 64, 64, 2])`` maps a (B, 4) batch of observations to (B, 2) outputs.
+
+    Defined in: Deep Q-networks, section From a table to a network.
+    """
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) < 2:
+        raise ValueError(f"sizes must be a list of at least 2 layer sizes, got {sizes!r}")
+    sizes = [require_int(n, "sizes", minimum=1) for n in sizes]
+    require_choice(activation, "activation", tuple(_ACTIVATIONS))
+    out_gain = require_real(out_gain, "out_gain")
+    if out_gain <= 0:
+        raise ValueError(f"out_gain must be > 0, got {out_gain}")
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        linear = nn.Linear(n_in, n_out, device=device, dtype=dtype)
+        last = i == len(sizes) - 2
+        nn.init.orthogonal_(linear.weight, gain=out_gain if last else math.sqrt(2.0))
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if not last:
+            layers.append(_ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)

@@ -1,0 +1,408 @@
+"""Deep Q-networks (DQN) with the usual improvements as options: double DQN, Huber or MSE loss,
+hard or Polyak target updates, an epsilon schedule.
+
+The loop, top to bottom, in :func:`train`: act epsilon-greedily in N vectorised envs (one
+forward pass for all of them), store the real transitions in a replay buffer, and every
+``train_freq`` vector steps take ``gradient_steps`` gradient steps on the TD loss
+
+    delta = r + gamma (1 - terminated) Q_target(s', a*) - Q(s, a),
+    a* = argmax_a' Q(s', a')          (double DQN; plain DQN: argmax_a' Q_target(s', a'))
+
+over uniform minibatches, moving the target network toward the online one
+(``Q_target <- (1 - tau) Q_target + tau Q`` every ``target_update_interval`` gradient steps;
+tau = 1 is a hard copy).
+
+Defined in: Deep Q-networks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlnotes._validate import (require_choice, require_gamma, require_in_range, require_int,
+                               require_real)
+from rlnotes.deeprl.buffer import ReplayBuffer
+from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
+from rlnotes.deeprl.networks import mlp
+from rlnotes.device import get_device
+
+__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "polyak_update",
+           "start_value_estimate"]
+
+
+class QPolicy:
+    """The greedy policy of a Q-network: ``policy(obs) = argmax_a Q(obs, a)``.
+
+    Pure: calling it draws no random numbers and changes nothing (no gradients, eval only).
+    ``policy.q_values(obs)`` returns the (N, A) action values as a numpy array. During training
+    it wraps the live network, so it always acts with the current weights.
+
+    ==========  ==========  ============================
+    argument    shape       dtype
+    ==========  ==========  ============================
+    ``obs``     (N, d)      float32 numpy array
+    returns     (N,)        int64 numpy array of actions
+    ==========  ==========  ============================
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+
+    def __init__(self, q_net: torch.nn.Module):
+        self.q_net = q_net
+        first = next(q_net.parameters())
+        self.device, self.obs_dim = first.device, first.shape[1]
+
+    def _tensor(self, obs) -> torch.Tensor:
+        obs = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"obs must have shape (N, {self.obs_dim}), got {tuple(obs.shape)}")
+        return obs
+
+    @torch.no_grad()
+    def q_values(self, obs) -> np.ndarray:
+        return self.q_net(self._tensor(obs)).cpu().numpy()
+
+    @torch.no_grad()
+    def __call__(self, obs) -> np.ndarray:
+        return self.q_net(self._tensor(obs)).argmax(dim=1).cpu().numpy()
+
+
+def epsilon_schedule(steps: int, *, start: float = 1.0, end: float = 0.05,
+                     decay_steps: int = 10_000, kind: str = "linear") -> float:
+    """The exploration rate after ``steps`` environment steps.
+
+    "linear": from ``start`` to ``end`` in a straight line over ``decay_steps``, then ``end``;
+    "exponential": ``end + (start - end) * exp(-5 steps / decay_steps)`` (within 1% of the
+    way to ``end`` at ``decay_steps``).
+
+    Defined in: Deep Q-networks, section Exploration: epsilon schedules.
+    """
+    steps = require_int(steps, "steps", minimum=0)
+    start = require_in_range(start, "start", 0.0, 1.0)
+    end = require_in_range(end, "end", 0.0, 1.0)
+    decay_steps = require_int(decay_steps, "decay_steps", minimum=1)
+    require_choice(kind, "kind", ("linear", "exponential"))
+    if kind == "linear":
+        return end + (start - end) * max(0.0, 1.0 - steps / decay_steps)
+    return end + (start - end) * math.exp(-5.0 * steps / decay_steps)
+
+
+def td_targets(rewards, next_q_online, next_q_target, terminated, gamma: float, *,
+               double: bool = True) -> torch.Tensor:
+    """The bootstrapped targets of a minibatch,
+    ``y = r + gamma (1 - terminated) Q_target(s', a*)`` with ``a* = argmax_a Q(s', a)`` for
+    double DQN and ``a* = argmax_a Q_target(s', a)`` for plain DQN. Truncated transitions have
+    ``terminated = 0``: a time limit is not the end of the task, so they bootstrap.
+
+    =================  ======  ==============================================
+    argument           shape   meaning
+    =================  ======  ==============================================
+    ``rewards``        (B,)    r
+    ``next_q_online``  (B, A)  Q(s', .) of the online network (used if double)
+    ``next_q_target``  (B, A)  Q_target(s', .)
+    ``terminated``     (B,)    1 where s' is terminal, else 0
+    =================  ======  ==============================================
+
+    Defined in: Deep Q-networks, section The maximisation bias and double DQN.
+    """
+    gamma = require_gamma(gamma)
+    for x, name in ((rewards, "rewards"), (next_q_online, "next_q_online"),
+                    (next_q_target, "next_q_target"), (terminated, "terminated")):
+        if not torch.is_tensor(x):
+            raise ValueError(f"{name} must be a torch tensor, got {type(x).__name__}")
+    if next_q_target.ndim != 2 or next_q_online.shape != next_q_target.shape:
+        raise ValueError("next_q_online and next_q_target must both have shape (B, A), got "
+                         f"{tuple(next_q_online.shape)} and {tuple(next_q_target.shape)}")
+    B = next_q_target.shape[0]
+    if rewards.shape != (B,) or terminated.shape != (B,):
+        raise ValueError(f"rewards and terminated must have shape ({B},), got "
+                         f"{tuple(rewards.shape)} and {tuple(terminated.shape)}")
+    if double:
+        a_star = next_q_online.argmax(dim=1, keepdim=True)
+        next_v = next_q_target.gather(1, a_star).squeeze(1)
+    else:
+        next_v = next_q_target.max(dim=1).values
+    return rewards + gamma * (1.0 - terminated.to(next_v.dtype)) * next_v
+
+
+def dqn_loss(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> torch.Tensor:
+    """The mean TD loss over a minibatch: Huber (``smooth_l1`` with delta 1: quadratic for
+    |y - Q| <= 1, linear beyond, so one large error cannot blow up the gradient) or "mse".
+    ``q_sa`` and ``targets`` have shape (B,); ``targets`` carries no gradient.
+
+    Defined in: Deep Q-networks, section The loss: Huber against squared error.
+    """
+    require_choice(loss, "loss", ("huber", "mse"))
+    if not (torch.is_tensor(q_sa) and torch.is_tensor(targets)) or q_sa.shape != targets.shape:
+        raise ValueError("q_sa and targets must be tensors of the same shape (B,), got "
+                         f"{getattr(q_sa, 'shape', q_sa)!r} and {getattr(targets, 'shape', targets)!r}")
+    targets = targets.detach()
+    if loss == "huber":
+        return F.smooth_l1_loss(q_sa, targets)
+    return F.mse_loss(q_sa, targets)
+
+
+@torch.no_grad()
+def polyak_update(target_params, params, tau: float) -> None:
+    """Move the target network toward the online one, in place:
+    ``theta_target <- (1 - tau) theta_target + tau theta`` for each pair of tensors.
+    tau = 1 is a hard copy; a small tau makes theta_target an exponential moving average of
+    the online weights, with a mean lag of about 1 / tau updates. One fused operation for all
+    tensors.
+
+    Defined in: Deep Q-networks, section The target network: a lagged copy.
+    """
+    tau = require_in_range(tau, "tau", 0.0, 1.0, low_open=True)
+    target_params, params = list(target_params), list(params)
+    if len(target_params) != len(params) or not params:
+        raise ValueError(f"target_params and params must be non-empty lists of the same length, "
+                         f"got {len(target_params)} and {len(params)}")
+    for t, p in zip(target_params, params):
+        if not (torch.is_tensor(t) and torch.is_tensor(p)) or t.shape != p.shape:
+            raise ValueError("params must be tensors with the shapes of target_params")
+    torch._foreach_lerp_(target_params, params, tau)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _choose_device(device):
+    # A 64-unit MLP on minibatches of a few hundred rows is dominated by per-operation latency,
+    # which is lower on a CPU than a GPU kernel launch plus transfers: the CPU is the default.
+    # RLNOTES_DEVICE (or device="auto", which asks get_device) opts into an accelerator.
+    if device is None:
+        return get_device() if os.environ.get("RLNOTES_DEVICE") else torch.device("cpu")
+    if device == "auto":
+        return get_device()
+    return get_device(str(device))
+
+
+def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
+          num_envs: int = 4,
+          hidden_sizes=(128, 128),
+          learning_rate: float = 1e-3,
+          lr_final_fraction: float = 1.0,
+          buffer_size: int = 50_000,
+          batch_size: int = 128,
+          learning_starts: int = 1_000,
+          gamma: float = 0.99,
+          train_freq: int = 16,
+          gradient_steps: int = 8,
+          double: bool = True,
+          loss: str = "huber",
+          tau: float = 0.01,
+          target_update_interval: int = 1,
+          epsilon_start: float = 1.0,
+          epsilon_end: float = 0.02,
+          exploration_steps: int = 8_000,
+          epsilon_kind: str = "linear",
+          max_grad_norm: float | None = 10.0,
+          num_threads: int = 1,
+          device=None,
+          progress: bool = False) -> QPolicy:
+    """Train a DQN agent on ``env_id`` for ``total_steps`` environment steps; return its greedy
+    policy. Follows the trainer contract of the book (same arguments, same run).
+
+    Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
+
+    - num_envs: environments stepped together; total_steps counts steps summed over them
+    - hidden_sizes: widths of the Q-network's hidden layers (ReLU)
+    - learning_rate: Adam's step size at the start
+    - lr_final_fraction: the step size decays linearly to this fraction of it by total_steps
+    - buffer_size: replay capacity in transitions (>= batch_size)
+    - batch_size: transitions per gradient step, drawn uniformly from the buffer
+    - learning_starts: environment steps of pure experience before the first gradient step
+    - gamma: discount factor in [0, 1]
+    - train_freq: vector-env steps between training phases (num_envs * train_freq <= 2048)
+    - gradient_steps: gradient steps per training phase
+    - double: double DQN (the online net picks a*, the target net values it)
+    - loss: "huber" or "mse"
+    - tau: target update weight, Q_target <- (1 - tau) Q_target + tau Q (1.0 = hard copy)
+    - target_update_interval: gradient steps between target updates
+    - epsilon_start, epsilon_end, exploration_steps, epsilon_kind: the epsilon schedule
+      (see :func:`epsilon_schedule`), in environment steps
+    - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
+    - num_threads: torch threads during training (1 is fastest for small networks)
+    - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
+    - progress: show a progress bar
+
+    ``callback(steps, policy)`` is called after every training phase (at least every 2,048
+    steps); returning True stops training. The total is rounded up to a multiple of num_envs.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+    spec = env_spec(env_id)
+    total_steps = require_int(total_steps, "total_steps", minimum=1)
+    seed = require_int(seed, "seed", minimum=0)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {callback!r}")
+    num_envs = require_int(num_envs, "num_envs", minimum=1)
+    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
+        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
+    hidden_sizes = [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
+    learning_rate = require_real(learning_rate, "learning_rate")
+    if learning_rate <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+    lr_final_fraction = require_in_range(lr_final_fraction, "lr_final_fraction", 0.0, 1.0)
+    batch_size = require_int(batch_size, "batch_size", minimum=1)
+    buffer_size = require_int(buffer_size, "buffer_size", minimum=1)
+    if buffer_size < batch_size:
+        raise ValueError(f"buffer_size must be >= batch_size={batch_size}, got {buffer_size}")
+    learning_starts = require_int(learning_starts, "learning_starts", minimum=0)
+    gamma = require_gamma(gamma)
+    train_freq = require_int(train_freq, "train_freq", minimum=1)
+    if num_envs * train_freq > 2048:
+        raise ValueError(f"train_freq must make num_envs * train_freq <= 2048 (the callback "
+                         f"interval), got {num_envs} * {train_freq}")
+    gradient_steps = require_int(gradient_steps, "gradient_steps", minimum=1)
+    if not isinstance(double, bool):
+        raise ValueError(f"double must be True or False, got {double!r}")
+    require_choice(loss, "loss", ("huber", "mse"))
+    tau = require_in_range(tau, "tau", 0.0, 1.0, low_open=True)
+    target_update_interval = require_int(target_update_interval, "target_update_interval",
+                                         minimum=1)
+    epsilon_start = require_in_range(epsilon_start, "epsilon_start", 0.0, 1.0)
+    epsilon_end = require_in_range(epsilon_end, "epsilon_end", 0.0, 1.0)
+    exploration_steps = require_int(exploration_steps, "exploration_steps", minimum=1)
+    require_choice(epsilon_kind, "epsilon_kind", ("linear", "exponential"))
+    if max_grad_norm is not None:
+        max_grad_norm = require_real(max_grad_norm, "max_grad_norm")
+        if max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm}")
+    num_threads = require_int(num_threads, "num_threads", minimum=1)
+    dev = _choose_device(device)
+
+    envs = make_vec_env(env_id, num_envs)
+    try:
+        obs_info = space_info(envs.single_observation_space)
+        act_info = space_info(envs.single_action_space)
+        if obs_info["discrete"] or len(obs_info["shape"]) != 1:
+            raise ValueError(f"env_id {env_id!r} must have a flat Box observation space, got "
+                             f"{envs.single_observation_space}")
+    except ValueError:
+        envs.close()
+        raise
+    if not act_info["discrete"]:
+        envs.close()
+        raise ValueError(f"env_id {env_id!r} must have a Discrete action space for DQN, got "
+                         f"{envs.single_action_space}")
+    obs_dim, n_actions = obs_info["shape"][0], act_info["n"]
+    del spec
+
+    with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # network initialisation; the global stream is restored after
+        q_net = mlp([obs_dim, *hidden_sizes, n_actions], device=dev)
+        q_target = copy.deepcopy(q_net).requires_grad_(False)
+        optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)
+        params, target_params = list(q_net.parameters()), list(q_target.parameters())
+        buffer = ReplayBuffer(buffer_size, (obs_dim,), device=dev)
+        generator = torch.Generator(device=dev).manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        policy = QPolicy(q_net)
+
+        obs, _ = envs.reset(seed=seed)
+        autoreset = np.zeros(num_envs, dtype=bool)
+        steps, updates = 0, 0
+        bar = None
+        if progress:
+            from rlnotes.progress import progress as _progress
+            bar = _progress(total=total_steps, desc="DQN")
+        try:
+            while steps < total_steps:
+                # Collect: train_freq vector steps (fewer at the very end of the budget).
+                for _ in range(min(train_freq, -(-(total_steps - steps) // num_envs))):
+                    eps = epsilon_schedule(steps, start=epsilon_start, end=epsilon_end,
+                                           decay_steps=exploration_steps, kind=epsilon_kind)
+                    explore = rng.random(num_envs) < eps
+                    random_actions = rng.integers(n_actions, size=num_envs)
+                    actions = np.where(explore, random_actions, policy(obs))
+                    obs, batch, autoreset = step_transitions(envs, actions, obs, autoreset)
+                    if len(batch["obs"]):
+                        buffer.add(batch["obs"], batch["actions"], batch["rewards"],
+                                   batch["next_obs"], batch["terminated"])
+                    steps += num_envs
+                if bar is not None:
+                    bar.update(min(steps, total_steps) - bar.n)
+                if steps < learning_starts or len(buffer) < batch_size:
+                    if callback is not None and callback(steps, policy):
+                        break
+                    continue
+                # Train: gradient_steps minibatch updates, the step size decaying linearly.
+                frac = min(1.0, steps / total_steps)
+                for group in optimizer.param_groups:
+                    group["lr"] = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
+                for _ in range(gradient_steps):
+                    s, a, r, s2, term = buffer.sample(batch_size, generator)
+                    if double:  # one forward pass of the online net over s and s' together
+                        q_both = q_net(torch.cat([s, s2]))
+                        q_s, next_q_online = q_both[:batch_size], q_both[batch_size:].detach()
+                    else:
+                        q_s = q_net(s)
+                    with torch.no_grad():
+                        next_q_target = q_target(s2)
+                        y = td_targets(r, next_q_online if double else next_q_target,
+                                       next_q_target, term, gamma, double=double)
+                    q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
+                    loss_value = dqn_loss(q_sa, y, loss)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss_value.backward()
+                    if max_grad_norm is not None:
+                        torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+                    optimizer.step()
+                    updates += 1
+                    if updates % target_update_interval == 0:
+                        polyak_update(target_params, params, tau)
+                if callback is not None and callback(steps, policy):
+                    break
+        finally:
+            envs.close()
+            if bar is not None:
+                bar.close()
+    q_net.eval()
+    return policy
+
+
+def start_value_estimate(policy: QPolicy, env_id: str, gamma: float, *, seed: int = 0,
+                         num_episodes: int = 10) -> tuple[float, float]:
+    """The maximisation bias at the start of an episode: ``(predicted, actual)``, where
+    ``predicted`` is the mean of max_a Q(s_0, a) over ``num_episodes`` start states and
+    ``actual`` the mean discounted return sum_t gamma^t r_{t+1} the greedy policy then obtains
+    from them (episodes on one env each, seeded ``seed + 10000``). A time-limited episode's
+    return is cut at the limit, so ``actual`` is a lower bound of the true value.
+
+    Defined in: Deep Q-networks, section The maximisation bias and double DQN.
+    """
+    if not isinstance(policy, QPolicy):
+        raise ValueError(f"policy must be a QPolicy (as train returns), got {type(policy).__name__}")
+    gamma = require_gamma(gamma)
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    seed = require_int(seed, "seed", minimum=0)
+    envs = make_vec_env(env_id, num_episodes)
+    try:
+        obs, _ = envs.reset(seed=seed + 10_000)
+        predicted = float(policy.q_values(obs).max(axis=1).mean())
+        G = np.zeros(num_episodes)
+        discount = np.ones(num_episodes)
+        running = np.ones(num_episodes, dtype=bool)
+        while running.any():
+            obs, r, term, trunc, _ = envs.step(policy(obs))
+            G += running * discount * r
+            discount *= gamma
+            running &= ~(term | trunc)
+    finally:
+        envs.close()
+    return predicted, float(G.mean())

@@ -1,0 +1,122 @@
+"""Checks of the exercises of the chapter "Deep Q-networks".
+
+``check_dqn_targets`` compares the reader's double-DQN targets with ``rlnotes.dqn.td_targets``
+on random minibatches and recognises the usual mistakes (no done mask, plain DQN's max, the
+target network choosing the action, the online network valuing it, no discount).
+``check_polyak_update`` compares the reader's target-network update with
+``rlnotes.dqn.polyak_update`` and recognises swapped weights and a hard copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlnotes import dqn
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+
+__all__ = ["check_dqn_targets", "check_polyak_update"]
+
+
+def _numpy(x, what: str, shape) -> np.ndarray:
+    if torch.is_tensor(x):
+        x = x.detach().cpu().numpy()
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ExerciseFailed(f"{what} could not be read as an array ({err}).",
+                             "Return a tensor (or array) of numbers.") from None
+    if x.shape != shape:
+        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.",
+                             "Return one value per transition (or per weight), nothing more.")
+    return x
+
+
+def _dqn_batch(seed: int, B: int = 64, A: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    r = torch.randn(B, generator=g, dtype=torch.float64)
+    q_online = torch.randn(B, A, generator=g, dtype=torch.float64) * 3
+    q_target = torch.randn(B, A, generator=g, dtype=torch.float64) * 3
+    term = (torch.rand(B, generator=g) < 0.3).to(torch.float64)
+    gamma = 0.5 + 0.45 * float(torch.rand(1, generator=g))
+    return r, q_online, q_target, term, gamma
+
+
+DQN_HINTS = [
+    ("You bootstrapped from terminal next states: multiply the bootstrap term by "
+     "1 - terminated (a truncated transition keeps it).",
+     lambda r, qo, qt, d, g: r + g * qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1)),
+    ("That is plain DQN's target, max_a Q_target(s', a): in double DQN the online network "
+     "chooses a* and the target network values it.",
+     lambda r, qo, qt, d, g: r + g * (1 - d) * qt.max(1).values),
+    ("The target network chose the action and the online network valued it: swap the roles "
+     "(a* = argmax of the online values, valued by the target network).",
+     lambda r, qo, qt, d, g: r + g * (1 - d) * qo.gather(1, qt.argmax(1, keepdim=True)).squeeze(1)),
+    ("You used the online network's own max: the value of a* must come from the target "
+     "network, or the overestimation comes back.",
+     lambda r, qo, qt, d, g: r + g * (1 - d) * qo.max(1).values),
+    ("The bootstrap term is discounted: multiply it by gamma.",
+     lambda r, qo, qt, d, g: r + (1 - d) * qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1)),
+]
+
+
+@check
+def check_dqn_targets(my_dqn_targets):
+    """``my_dqn_targets(rewards, next_q_online, next_q_target, terminated, gamma)`` returns the
+    (B,) double-DQN targets for torch tensors rewards (B,), next_q_online (B, A),
+    next_q_target (B, A), terminated (B,) and a float gamma."""
+    expect_own_work(my_dqn_targets, dqn.td_targets)
+    for seed in range(3):
+        r, qo, qt, d, gamma = _dqn_batch(seed)
+        got = _numpy(my_dqn_targets(r.clone(), qo.clone(), qt.clone(), d.clone(), gamma),
+                     "my_dqn_targets' result", (r.shape[0],))
+        expected = dqn.td_targets(r, qo, qt, d, gamma).numpy()
+        if np.allclose(got, expected, atol=1e-6):
+            continue
+        for hint, wrong in DQN_HINTS:
+            if np.allclose(got, wrong(r, qo, qt, d, gamma).numpy(), atol=1e-6):
+                raise ExerciseFailed("The targets differ from double DQN's.", hint)
+        worst = int(np.argmax(np.abs(got - expected)))
+        raise ExerciseFailed(
+            f"Target {worst} is {got[worst]:.4g}, expected {expected[worst]:.4g}.",
+            "y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a)).")
+
+
+@check
+def check_polyak_update(my_polyak_update):
+    """``my_polyak_update(target_params, params, tau)`` moves each tensor of the list
+    ``target_params`` toward the matching tensor of ``params``, in place:
+    theta_target <- (1 - tau) theta_target + tau theta."""
+    expect_own_work(my_polyak_update, dqn.polyak_update)
+    g = torch.Generator().manual_seed(0)
+    shapes = [(4, 3), (3,), (2, 4)]
+    for tau in (0.005, 0.3, 1.0):
+        target = [torch.randn(s, generator=g) for s in shapes]
+        online = [torch.randn(s, generator=g) for s in shapes]
+        before = [t.clone() for t in target]
+        online_copy = [p.clone() for p in online]
+        my_polyak_update(target, online, tau)
+        for t, p, p0 in zip(target, online, online_copy):
+            if not torch.equal(p, p0):
+                raise ExerciseFailed("The online parameters changed.",
+                                     "Only the target network moves; leave params as they are.")
+        for i, (t, t0, p) in enumerate(zip(target, before, online)):
+            got = _numpy(t, f"target_params[{i}]", tuple(t0.shape))
+            expected = ((1 - tau) * t0 + tau * p).numpy()
+            if np.allclose(got, expected, atol=1e-6):
+                continue
+            if np.allclose(got, t0.numpy()):
+                raise ExerciseFailed(
+                    f"target_params[{i}] did not change (tau = {tau}).",
+                    "Update the tensors in place (t.mul_(...).add_(...) or t.copy_(...) "
+                    "inside torch.no_grad()); rebinding a loop variable changes nothing.")
+            if np.allclose(got, (tau * t0 + (1 - tau) * p).numpy(), atol=1e-6):
+                raise ExerciseFailed(f"target_params[{i}] moved by 1 - tau instead of tau.",
+                                     "tau is the weight of the online parameters: "
+                                     "(1 - tau) * target + tau * online.")
+            if np.allclose(got, p.numpy(), atol=1e-6):
+                raise ExerciseFailed(f"target_params[{i}] became a copy of params (tau = {tau}).",
+                                     "That is the hard update; Polyak averaging moves only a "
+                                     "fraction tau of the way.")
+            raise ExerciseFailed(f"target_params[{i}] is off for tau = {tau}.",
+                                 "theta_target <- (1 - tau) theta_target + tau theta.")

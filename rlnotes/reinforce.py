@@ -1,0 +1,232 @@
+"""REINFORCE (Williams 1992): the Monte Carlo policy gradient, with the choice of Psi_t and an
+optional learned state-value baseline.
+
+The loop, top to bottom, in :func:`train`: each of ``num_envs`` environments plays one whole
+episode with the current stochastic policy (one forward pass for all of them a step); then one
+gradient step on
+
+    L = -mean_t[ logp(a_t|s_t) * Psi_t ]  (+ vf_coef * mean_t[ (G_t - V(s_t))^2 ] with a baseline)
+
+where Psi_t is the discounted return of the whole episode G_0 (``psi="total"``) or the
+reward-to-go G_t (``psi="reward_to_go"``), minus V(s_t) when ``baseline="value"``.
+
+Defined in: Policy gradients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlnotes._validate import require_choice, require_int, require_real
+from rlnotes.a2c import _device, _torch_threads, check_common, make_optimizer
+from rlnotes.deeprl.envs import make_vec_env
+from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_space,
+                                    masked_mean)
+from rlnotes.returns import discounted_returns
+
+__all__ = ["train", "episode_psi"]
+
+
+def episode_psi(rewards, active, gamma: float, psi: str = "reward_to_go"):
+    """Psi_t of a batch of whole episodes, one per column, shape (T, N):
+
+        total:         Psi_t = G_0 = sum_k gamma^k r_{k+1}   (the same for every t)
+        reward_to_go:  Psi_t = G_t = sum_{k >= t} gamma^(k-t) r_{k+1}
+
+    ==============  ======  ================================================
+    argument        shape   meaning
+    ==============  ======  ================================================
+    ``rewards``     (T, N)  r_{t+1} of episode n (0 after it ended)
+    ``active``      (T, N)  bool: step t belongs to episode n
+    ``gamma``       float   discount factor in [0, 1]
+    ``psi``         str     "total" or "reward_to_go"
+    ==============  ======  ================================================
+
+    Returns Psi as a (T, N) float64 numpy array, 0 where ``active`` is False.
+
+    Defined in: Policy gradients, section The Psi_t family.
+    """
+    require_choice(psi, "psi", ("total", "reward_to_go"))
+    rewards = np.asarray(rewards, dtype=np.float64)
+    active = np.asarray(active, dtype=bool)
+    if rewards.ndim != 2 or active.shape != rewards.shape:
+        raise ValueError(f"rewards and active must both have shape (T, N), got "
+                         f"{rewards.shape} and {active.shape}")
+    G = discounted_returns(np.where(active, rewards, 0.0), gamma)
+    if psi == "total":
+        G = np.broadcast_to(G[:1], G.shape)
+    return np.where(active, G, 0.0)
+
+
+def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
+          num_envs: int = 8,
+          psi: str = "reward_to_go",
+          baseline: str = "value",
+          hidden_sizes=(64, 64),
+          learning_rate: float = 1e-2,
+          optimizer: str = "adam",
+          gamma: float = 0.99,
+          vf_coef: float = 0.5,
+          normalize_advantages: bool = False,
+          max_grad_norm: float | None = 1.0,
+          init_std: float = 1.0,
+          num_threads: int = 1,
+          device=None,
+          progress: bool = False) -> MostProbablePolicy:
+    """Train REINFORCE on ``env_id`` for ``total_steps`` environment steps; return its policy
+    (the most probable action; the Gaussian's mean for Box actions). Follows the trainer
+    contract of the book (same arguments, same run).
+
+    One update per batch of ``num_envs`` whole episodes, one per environment. The vector env
+    steps every copy until the longest episode of the batch ends; the steps a copy takes after
+    its episode ended are not learned from but count toward ``total_steps`` (they are
+    environment steps all the same). A time-limit truncation ends the episode's return there
+    (without a critic there is no value to bootstrap from); with ``baseline="value"`` the
+    reward-to-go is bootstrapped with gamma^k V(s_trunc).
+
+    Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
+
+    - num_envs: episodes per update (one per environment, stepped together)
+    - psi: "total" (G_0 for every step) or "reward_to_go" (G_t)
+    - baseline: "none" or "value" (a learned V(s), regressed on the reward-to-go)
+    - hidden_sizes: widths of the hidden layers of the policy (and value) network (tanh)
+    - learning_rate: the optimiser's step size
+    - optimizer: "adam" or "rmsprop"
+    - gamma: discount factor in [0, 1]
+    - vf_coef: weight of the baseline's regression loss
+    - normalize_advantages: standardise Psi_t over the batch (mean 0, std 1)
+    - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
+    - init_std: Box actions: the Gaussian policy's initial standard deviation (> 0)
+    - num_threads: torch threads during training (1 is fastest for small networks)
+    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - progress: show a progress bar
+
+    ``callback(steps, policy)`` is called after every update and whenever another 2,048 steps
+    have been taken; returning True stops training. A batch cut off by the budget is dropped.
+
+    Defined in: Policy gradients, section REINFORCE on CartPole.
+    """
+    (total_steps, seed, hidden_sizes, learning_rate, gamma, init_std,
+     num_threads) = check_common(env_id, total_steps, seed, callback, hidden_sizes,
+                                 learning_rate, gamma, init_std, num_threads)
+    num_envs = require_int(num_envs, "num_envs", minimum=1)
+    require_choice(psi, "psi", ("total", "reward_to_go"))
+    require_choice(baseline, "baseline", ("none", "value"))
+    require_choice(optimizer, "optimizer", ("adam", "rmsprop"))
+    vf_coef = require_real(vf_coef, "vf_coef")
+    if vf_coef < 0:
+        raise ValueError(f"vf_coef must be >= 0, got {vf_coef}")
+    if not isinstance(normalize_advantages, bool):
+        raise ValueError(f"normalize_advantages must be True or False, got "
+                         f"{normalize_advantages!r}")
+    if max_grad_norm is not None:
+        max_grad_norm = require_real(max_grad_norm, "max_grad_norm")
+        if max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm}")
+    dev = _device(device)
+
+    envs = make_vec_env(env_id, num_envs)
+    try:
+        act_info = check_obs_space(envs, env_id)
+    except ValueError:
+        envs.close()
+        raise
+    obs_dim = envs.single_observation_space.shape[0]
+    N = num_envs
+
+    with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = ActorCritic(obs_dim, act_info, hidden_sizes, init_std=init_std, device=dev)
+        params = list(net.pi.parameters())
+        if not net.discrete:
+            params.append(net.log_std)
+        if baseline == "value":
+            params += list(net.v.parameters())
+        opt = make_optimizer(params, optimizer, learning_rate)
+        generator = torch.Generator(device=dev).manual_seed(seed)
+        policy = MostProbablePolicy(net)
+        if not net.discrete:
+            low, high = act_info["low"], act_info["high"]
+        steps, next_call, first = 0, 2048, True
+        stop = False
+        bar = None
+        if progress:
+            from rlnotes.progress import progress as _progress
+            bar = _progress(total=total_steps, desc="REINFORCE")
+        try:
+            while steps < total_steps and not stop:
+                obs, _ = envs.reset(seed=seed) if first else envs.reset()
+                first = False
+                obs = np.asarray(obs, dtype=np.float32)
+                active = np.ones(N, dtype=bool)
+                obs_l, act_l, rew_l, act_mask = [], [], [], []
+                boot = np.zeros(N)  # V(s_trunc) of episodes cut by a time limit
+                ended_at = np.zeros(N, dtype=np.int64)
+                while active.any() and steps < total_steps:
+                    actions, _, _ = net.act(torch.as_tensor(obs, device=dev), generator)
+                    actions = actions.cpu().numpy()
+                    env_actions = actions if net.discrete else np.clip(actions, low, high)
+                    obs_l.append(obs)
+                    act_l.append(actions)
+                    act_mask.append(active.copy())
+                    obs, r, term, trunc, _ = envs.step(env_actions)
+                    obs = np.asarray(obs, dtype=np.float32)
+                    rew_l.append(np.where(active, r, 0.0))
+                    cut = active & trunc & ~term
+                    if baseline == "value" and cut.any():
+                        with torch.no_grad():
+                            v = net.value(torch.as_tensor(obs, device=dev)).cpu().numpy()
+                        boot[cut] = v[cut]
+                    ended = active & (term | trunc)
+                    ended_at[ended] = len(rew_l) - 1
+                    active &= ~(term | trunc)
+                    steps += N
+                    if bar is not None:
+                        bar.update(min(steps, total_steps) - bar.n)
+                    if steps >= next_call:
+                        next_call += 2048
+                        if callback is not None and callback(steps, policy):
+                            stop = True
+                            break
+                if stop or active.any():
+                    break  # the budget (or the callback) cut the batch: it is not used
+                R = np.stack(rew_l)
+                mask = np.stack(act_mask)
+                T = len(R)
+                # Bootstrap time-limited episodes: add gamma V(s_trunc) to their last reward.
+                R[ended_at, np.arange(N)] += gamma * boot
+                Psi = episode_psi(R, mask, gamma, psi)
+                G = episode_psi(R, mask, gamma, "reward_to_go")
+                o = torch.as_tensor(np.stack(obs_l).reshape(T * N, obs_dim), device=dev)
+                a = torch.as_tensor(np.stack(act_l).reshape((T * N,) + act_l[0].shape[1:]),
+                                    device=dev)
+                m = torch.as_tensor(mask.reshape(-1), device=dev)
+                logp, _ = net.log_prob(o, a)
+                psi_t = torch.as_tensor(Psi.reshape(-1), dtype=logp.dtype, device=dev)
+                loss = 0.0
+                if baseline == "value":
+                    values = net.value(o)
+                    psi_t = psi_t - values.detach()
+                    G_t = torch.as_tensor(G.reshape(-1), dtype=logp.dtype, device=dev)
+                    loss = vf_coef * masked_mean((G_t - values).pow(2), m)
+                if normalize_advantages:
+                    mf = m.to(psi_t.dtype)
+                    n = mf.sum().clamp(min=2.0)
+                    mean = (psi_t * mf).sum() / n
+                    std = (((psi_t - mean) ** 2 * mf).sum() / (n - 1)).sqrt()
+                    psi_t = (psi_t - mean) / (std + 1e-8)
+                loss = loss - masked_mean(logp * psi_t, m)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+                opt.step()
+                if callback is not None and callback(steps, policy):
+                    break
+        finally:
+            envs.close()
+            if bar is not None:
+                bar.close()
+    net.eval()
+    return policy

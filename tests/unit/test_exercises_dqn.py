@@ -1,0 +1,96 @@
+"""The checks of the DQN chapter's exercises: a correct solution passes, typical mistakes fail
+with the hint that names them."""
+
+import pytest
+import torch
+
+from rlnotes import dqn
+from rlnotes.exercises import CHECKS, ExerciseFailed
+from rlnotes.exercises.dqn import DQN_HINTS, check_dqn_targets, check_polyak_update
+
+
+def fails_with(check, solution, hint_part):
+    with pytest.raises(ExerciseFailed) as err:
+        check.raw(solution)
+    assert hint_part in err.value.hint, err.value.hint
+
+
+def test_checks_are_registered():
+    assert "check_dqn_targets" in CHECKS and "check_polyak_update" in CHECKS
+
+
+# ---- double DQN targets ---------------------------------------------------------------------
+def targets_ok(rewards, next_q_online, next_q_target, terminated, gamma):
+    a_star = next_q_online.argmax(dim=1, keepdim=True)
+    return rewards + gamma * (1 - terminated) * next_q_target.gather(1, a_star).squeeze(1)
+
+
+def test_dqn_targets_correct_passes(capsys):
+    assert check_dqn_targets(targets_ok) is None
+    assert "PASSED check_dqn_targets" in capsys.readouterr().out
+
+
+def test_dqn_targets_numpy_solution_passes():
+    def numpy_ok(rewards, next_q_online, next_q_target, terminated, gamma):
+        r, qo, qt, d = (x.numpy() for x in (rewards, next_q_online, next_q_target, terminated))
+        return r + gamma * (1 - d) * qt[range(len(r)), qo.argmax(1)]
+    check_dqn_targets.raw(numpy_ok)
+
+
+@pytest.mark.parametrize("index, hint_part", [(0, "terminated"), (1, "plain DQN"),
+                                              (2, "swap the roles"), (3, "online network's own"),
+                                              (4, "gamma")])
+def test_dqn_targets_typical_mistakes(index, hint_part):
+    wrong = DQN_HINTS[index][1]
+
+    def solution(rewards, next_q_online, next_q_target, terminated, gamma):
+        return wrong(rewards, next_q_online, next_q_target, terminated, gamma)
+    fails_with(check_dqn_targets, solution, hint_part)
+
+
+def test_dqn_targets_other_failures():
+    fails_with(check_dqn_targets, lambda r, qo, qt, d, g: r[:3], "one value per transition")
+    fails_with(check_dqn_targets, lambda r, qo, qt, d, g: r + 1.0, "argmax_a Q_online")
+
+    def calls_rlnotes(rewards, next_q_online, next_q_target, terminated, gamma):
+        return dqn.td_targets(rewards, next_q_online, next_q_target, terminated, gamma)
+    with pytest.raises(ExerciseFailed, match="rlnotes' own"):
+        check_dqn_targets.raw(calls_rlnotes)
+
+
+# ---- Polyak averaging ---------------------------------------------------------------------
+def polyak_ok(target_params, params, tau):
+    with torch.no_grad():
+        for t, p in zip(target_params, params):
+            t.mul_(1 - tau).add_(tau * p)
+
+
+def test_polyak_correct_passes(capsys):
+    assert check_polyak_update(polyak_ok) is None
+    assert "PASSED check_polyak_update" in capsys.readouterr().out
+
+
+def test_polyak_typical_mistakes():
+    def swapped(target_params, params, tau):
+        for t, p in zip(target_params, params):
+            t.copy_(tau * t + (1 - tau) * p)
+
+    def hard(target_params, params, tau):
+        for t, p in zip(target_params, params):
+            t.copy_(p)
+
+    def rebinds(target_params, params, tau):
+        for t, p in zip(target_params, params):
+            t = (1 - tau) * t + tau * p  # noqa: F841  (changes nothing)
+
+    def moves_online(target_params, params, tau):
+        for t, p in zip(target_params, params):
+            t.mul_(1 - tau).add_(tau * p)
+            p.mul_(0.5)
+
+    fails_with(check_polyak_update, swapped, "weight of the online")
+    fails_with(check_polyak_update, hard, "hard update")
+    fails_with(check_polyak_update, rebinds, "in place")
+    fails_with(check_polyak_update, moves_online, "Only the target")
+    with pytest.raises(ExerciseFailed, match="rlnotes' own"):
+        check_polyak_update.raw(lambda t, p, tau: dqn.polyak_update(t, p, tau))
