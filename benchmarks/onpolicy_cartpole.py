@@ -74,7 +74,7 @@ def main() -> None:
         hit, wall, evals, cpu = race(args.algo, seed, args.budget, **hyper)
         rows.append((hit, wall, cpu))
         print(f"seed {seed}: steps {hit}, train s {wall:.2f} (cpu {cpu:.2f}), evals "
-              + " ".join(f"{s:.0f}" for _, s in evals))
+              + " ".join(f"{s:.0f}" for _, s in evals), flush=True)
     steps = np.array([np.inf if h is None else h for h, _, _ in rows])
     walls = np.array([w for _, w, _ in rows])
     cpus = np.array([c for _, _, c in rows])

@@ -105,6 +105,13 @@ def kl_estimator_stats(p, ref, n: int, rng: np.random.Generator) -> dict:
     for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
         vals = k(logp, ref_logp)
         out[name] = (float(vals.mean() - kl), float(vals.std(ddof=1)))
+    exact = {}
+    lp, lr = np.log(p[nz]), np.log(ref[nz])
+    for name, k in (("k1", kl_k1), ("k2", kl_k2), ("k3", kl_k3)):
+        vals = k(lp, lr)
+        mean = float(p[nz] @ vals)
+        exact[name] = (mean - kl, float(np.sqrt(max(p[nz] @ vals ** 2 - mean ** 2, 0.0))))
+    out["exact"] = exact
     return out
 
 

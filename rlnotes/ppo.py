@@ -200,11 +200,11 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           num_envs: int = 16,
           num_steps: int = 32,
           n_epochs: int = 10,
-          minibatch_size: int = 512,
-          learning_rate: float = 3e-3,
-          anneal_lr: bool = True,
-          gamma: float = 0.98,
-          lam: float = 0.8,
+          minibatch_size: int = 256,
+          learning_rate: float = 1e-3,
+          anneal_lr: bool = False,
+          gamma: float = 0.99,
+          lam: float = 0.95,
           clip_eps: float = 0.2,
           vf_coef: float = 0.5,
           ent_coef: float = 0.0,
@@ -356,11 +356,13 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
         perm = torch.randperm(B, generator=generator, device=obs.device)
         for start in range(0, B - mb + 1, mb):  # drop a ragged last minibatch
             idx = perm[start:start + mb]
-            logp, entropy = net.log_prob(obs[idx], actions[idx])
+            logp, entropy = net.log_prob(obs[idx], actions[idx], entropy=ent_coef > 0)
             adv = adv_all[idx]
             if norm_adv and mb > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg_loss = ppo_clip_loss(logp, old_logp[idx], adv, clip_eps)
+            # ppo_clip_loss without its input checks (this loop's tensors are known good)
+            pg_loss = -_clipped_objective(logp, old_logp[idx], adv, clip_eps, clip_eps,
+                                          None).mean()
             v_loss = 0.5 * (net.value(obs[idx]) - returns[idx]).pow(2).mean()
             loss = pg_loss + vf_coef * v_loss
             if ent_coef > 0:

@@ -19,7 +19,7 @@ import torch
 
 from rlnotes._validate import require_choice, require_in_range, require_int, require_real
 
-__all__ = ["flat_grad", "fisher_vector_product", "conjugate_gradient", "natural_step",
+__all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
            "line_search", "train"]
 
 
@@ -66,6 +66,30 @@ def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> tor
                          f"{tuple(v.shape) if torch.is_tensor(v) else type(v).__name__}")
     # keep the graph of kl_grad: conjugate gradient multiplies by F many times
     return flat_grad((kl_grad * v.detach()).sum(), params, retain_graph=True)
+
+
+def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
+    r"""The explicit (P, P) Fisher matrix of a categorical policy network over the states
+    ``obs`` (B, d), one gradient per (state, action):
+
+        F = (1/B) sum_s sum_a pi(a|s) grad log pi(a|s) grad log pi(a|s)^T.
+
+    Only for checking :func:`fisher_vector_product` on tiny networks: P^2 numbers and B * A
+    backward passes. ``net`` is an ``ActorCritic`` with Discrete actions.
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    if not getattr(net, "discrete", False):
+        raise ValueError("net must be an ActorCritic with a categorical (Discrete) policy")
+    params = list(net.actor.parameters())
+    P = sum(p.numel() for p in params)
+    F = torch.zeros(P, P, dtype=params[0].dtype, device=params[0].device)
+    for s in obs:
+        logits = net.actor(s[None]).log_softmax(-1)[0]
+        for a in range(logits.shape[0]):
+            g = flat_grad(logits[a], params, retain_graph=True)
+            F += logits[a].exp().detach() * torch.outer(g, g)
+    return F / len(obs)
 
 
 def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: float = 0.1,

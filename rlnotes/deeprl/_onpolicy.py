@@ -105,19 +105,19 @@ class ActorCritic(nn.Module):
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor(obs)
 
-    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor, params=None):
-        """``(logp, entropy)`` of ``actions`` in ``obs``; ``params`` reuses dist_params(obs)."""
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor, params=None, *,
+                 entropy: bool = True):
+        """``(logp, entropy)`` of ``actions`` in ``obs``; ``params`` reuses dist_params(obs);
+        ``entropy=False`` skips the entropy (returned as None)."""
         out = self.actor(obs) if params is None else params
         if self.discrete:
             logits = out.log_softmax(dim=-1)
             logp = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logits.exp() * logits).sum(-1)
-            return logp, entropy
+            return logp, (-(logits.exp() * logits).sum(-1) if entropy else None)
         log_std = self.log_std.expand_as(out)
         z = (actions - out) * torch.exp(-log_std)
         logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-        entropy = (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
-        return logp, entropy
+        return logp, ((log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1) if entropy else None)
 
     def kl_from(self, old_params: torch.Tensor, params: torch.Tensor,
                 old_log_std: torch.Tensor | None = None) -> torch.Tensor:
