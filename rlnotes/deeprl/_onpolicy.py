@@ -274,3 +274,34 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     if float(var) == 0.0:
         return float("nan")
     return float(1.0 - (returns - values).var() / var)
+
+
+def evaluation_curve(train, env_id: str, total_steps: int, *, seed: int = 0,
+                     eval_every: int = 2048, stop_at: float | None = None, **hyperparameters):
+    """Run ``train(env_id, total_steps, seed=seed, callback=..., **hyperparameters)`` and
+    evaluate the policy under the benchmark protocol (:class:`rlnotes.deeprl.Evaluator`) every
+    ``eval_every`` steps. Returns ``(steps, scores, policy)``: the (K,) steps at which it was
+    evaluated, the (K,) mean returns there, and the final policy. With ``stop_at`` training
+    stops at the first evaluation whose mean return reaches it.
+
+    Defined in: TRPO and PPO, section PPO on CartPole.
+    """
+    from rlnotes.deeprl.evaluation import Evaluator
+    eval_every = require_int(eval_every, "eval_every", minimum=1)
+    evaluator = Evaluator(env_id, seed)
+    steps_seen, scores = [], []
+    state = {"next": eval_every}
+
+    def callback(steps, policy):
+        if steps < state["next"]:
+            return False
+        state["next"] += eval_every
+        steps_seen.append(steps)
+        scores.append(float(evaluator(policy).mean()))
+        return stop_at is not None and scores[-1] >= stop_at
+
+    try:
+        policy = train(env_id, total_steps, seed=seed, callback=callback, **hyperparameters)
+    finally:
+        evaluator.close()
+    return np.asarray(steps_seen), np.asarray(scores), policy
