@@ -22,11 +22,16 @@ def test_ppo_three_seeds_reach_475_within_16384_steps():
         assert scores.max() >= 475, seed
 
 
-def test_ablation_one_epoch_learns_less():
+def test_ablation():
     def finals(**kw):
-        return np.mean([op.evaluation_curve(ppo.train, "CartPole-v1", 8192, seed=s, **kw)[1][-1]
-                        for s in (0, 1)])
-    assert finals(n_epochs=1) < finals()
+        return [op.evaluation_curve(ppo.train, "CartPole-v1", 8192, seed=s, **kw)[1][-1]
+                for s in (0, 1)]
+    defaults = finals()
+    spread = np.ptp(defaults)
+    assert np.mean(finals(n_epochs=1)) < np.mean(defaults)
+    assert np.mean(finals(anneal_lr=True)) < np.mean(defaults)
+    for kw in ({"norm_adv": False}, {"max_grad_norm": None}):
+        assert abs(np.mean(finals(**kw)) - np.mean(defaults)) < spread
 
 
 def test_early_stopping_on_kl():
