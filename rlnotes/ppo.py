@@ -1,12 +1,17 @@
-"""PPO's clipped surrogate loss (Schulman et al. 2017). The masked-tensor checks and the clipped
-objective it shares with the GRPO and DPO losses live in :mod:`rlnotes._losses`."""
+"""PPO (Schulman et al. 2017): the clipped surrogate loss, the KL-penalty variant with its adaptive
+coefficient, and the PPO trainer :func:`train`. The masked-tensor checks and the clipped objective
+the loss shares with the GRPO and DPO losses live in :mod:`rlnotes._losses`."""
 
 from __future__ import annotations
 
-from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, require_finite_where
-from rlnotes._validate import require_in_range
+import numpy as np
+import torch
 
-__all__ = ["ppo_clip_loss"]
+from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, require_finite_where
+from rlnotes._validate import (require_choice, require_float_tensor, require_in_range, require_int,
+                               require_real, require_same_shape)
+
+__all__ = ["ppo_clip_loss", "ppo_penalty_loss", "adapt_kl_coef", "train"]
 
 
 def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
@@ -59,3 +64,266 @@ def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
     if mask is None:
         return -objective.mean()
     return -objective.sum() / mask.sum().to(logp.dtype)
+
+
+# --- PPO-penalty ------------------------------------------------------------------------------
+
+
+def ppo_penalty_loss(logp, old_logp, advantages, kl, beta):
+    r"""PPO's KL-penalised surrogate (Schulman et al. 2017, section 4), to be minimised:
+
+    .. math::
+
+        L(\theta) = -\frac{1}{B} \sum_t \left( r_t(\theta) A_t
+                     - \beta\, \mathrm{KL}[\pi_{\theta_{old}}(\cdot|s_t), \pi_\theta(\cdot|s_t)]
+                     \right)
+
+    ==========  ======  ==========================================================
+    argument    shape   meaning
+    ==========  ======  ==========================================================
+    logp        (B,)    log pi_theta(a_t|s_t), differentiable
+    old_logp    (B,)    log pi_theta_old(a_t|s_t) (a constant)
+    advantages  (B,)    A_t (a constant)
+    kl          (B,)    the KL of each state, differentiable (exact, or k3 with samples
+                        from pi_old: ``kl_k3(old_logp, logp)``)
+    beta        >= 0    the penalty coefficient
+    ==========  ======  ==========================================================
+
+    Defined in: TRPO and PPO, section PPO with a KL penalty.
+    """
+    logp = check_logp(logp)
+    old_logp = check_like(old_logp, "old_logp", logp, "logp")
+    adv = check_like(advantages, "advantages", logp, "logp")
+    require_float_tensor(kl, "kl")
+    require_same_shape(kl, "kl", logp, "logp")
+    beta = require_in_range(beta, "beta", 0.0, float("inf"))
+    ratio = torch.exp(logp - old_logp)
+    return -(ratio * adv - beta * kl).mean()
+
+
+def adapt_kl_coef(beta: float, kl: float, target_kl: float, *, factor: float = 2.0,
+                  tolerance: float = 1.5) -> float:
+    """The adaptive penalty coefficient of PPO-penalty: after an update whose mean KL was ``kl``,
+    ``beta / factor`` if ``kl < target_kl / tolerance`` (the step was timid), ``beta * factor``
+    if ``kl > target_kl * tolerance`` (it went too far), else ``beta`` unchanged. Schulman et al.
+    (2017) use factor 2 and tolerance 1.5.
+
+    Defined in: TRPO and PPO, section PPO with a KL penalty.
+    """
+    beta = require_in_range(beta, "beta", 0.0, float("inf"), low_open=True)
+    kl = require_in_range(kl, "kl", 0.0, float("inf"))
+    target_kl = require_in_range(target_kl, "target_kl", 0.0, float("inf"), low_open=True)
+    factor = require_in_range(factor, "factor", 1.0, float("inf"), low_open=True)
+    tolerance = require_in_range(tolerance, "tolerance", 1.0, float("inf"))
+    if kl < target_kl / tolerance:
+        return beta / factor
+    if kl > target_kl * tolerance:
+        return beta * factor
+    return beta
+
+
+# --- the trainer ------------------------------------------------------------------------------
+
+
+def _positive(value, name: str) -> float:
+    value = require_real(value, name)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _hidden(hidden_sizes) -> list[int]:
+    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
+        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
+    return [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
+
+
+def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
+          num_envs: int = 16,
+          num_steps: int = 32,
+          n_epochs: int = 10,
+          minibatch_size: int = 256,
+          learning_rate: float = 1e-3,
+          anneal_lr: bool = False,
+          gamma: float = 0.99,
+          lam: float = 0.95,
+          clip_eps: float = 0.2,
+          vf_coef: float = 0.5,
+          ent_coef: float = 0.0,
+          max_grad_norm: float | None = 0.5,
+          norm_adv: bool = True,
+          target_kl: float | None = None,
+          hidden_sizes=(64, 64),
+          activation: str = "tanh",
+          log_std_init: float = 0.0,
+          num_threads: int = 1,
+          device=None,
+          progress: bool = False):
+    """Train a PPO-clip agent (Schulman et al. 2017) on ``env_id`` for ``total_steps``
+    environment steps; return its greedy policy (a :class:`rlnotes.deeprl._onpolicy.GreedyPolicy`).
+    Follows the trainer contract of the book (same arguments, same run).
+
+    Each update: play ``num_steps`` steps in each of ``num_envs`` envs with the current policy,
+    compute GAE advantages and the old log-probabilities, then take ``n_epochs`` passes over the
+    rollout's valid transitions in shuffled minibatches, minimising
+
+        ppo_clip_loss(logp, old_logp, adv) + vf_coef * 0.5 (V(s) - G^lambda)^2 - ent_coef * H.
+
+    Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
+
+    - num_envs: environments stepped together; total_steps counts steps summed over them
+    - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
+    - n_epochs: passes over each rollout
+    - minibatch_size: transitions per gradient step (a rollout smaller than it is one batch)
+    - learning_rate: Adam's step size at the start
+    - anneal_lr: decay the step size linearly to 0 over total_steps
+    - gamma: discount factor in [0, 1]
+    - lam: the GAE parameter lambda in [0, 1]
+    - clip_eps: the clip range epsilon in [0, 1)
+    - vf_coef: weight of the value loss
+    - ent_coef: weight of the entropy bonus (>= 0)
+    - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
+    - norm_adv: normalise the advantages of each minibatch to mean 0, std 1
+    - target_kl: stop an update's epochs once the k3 estimate of KL(pi_old || pi) over the
+      rollout exceeds it (None: never)
+    - hidden_sizes: widths of the hidden layers of the actor and of the critic (separate nets)
+    - activation: "tanh" or "relu"
+    - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
+    - num_threads: torch threads during training (1 is fastest for small networks)
+    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - progress: show a progress bar
+
+    ``callback(steps, policy)`` is called after every update (every num_envs * num_steps <=
+    2,048 steps); returning True stops training. ``policy.diagnostics`` lists, per update, the
+    steps, the mean approx KL (k3), the clip fraction, the explained variance, the losses and
+    the epochs run.
+
+    Defined in: TRPO and PPO, section PPO on CartPole.
+    """
+    from rlnotes.deeprl import _onpolicy as op
+    from rlnotes.kl import kl_k3
+
+    total_steps = require_int(total_steps, "total_steps", minimum=1)
+    seed = require_int(seed, "seed", minimum=0)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {callback!r}")
+    num_envs = require_int(num_envs, "num_envs", minimum=1)
+    num_steps = require_int(num_steps, "num_steps", minimum=1)
+    if num_envs * num_steps > 2048:
+        raise ValueError(f"num_envs * num_steps must be <= 2048 (the callback interval), got "
+                         f"{num_envs} * {num_steps}")
+    n_epochs = require_int(n_epochs, "n_epochs", minimum=1)
+    minibatch_size = require_int(minibatch_size, "minibatch_size", minimum=1)
+    learning_rate = _positive(learning_rate, "learning_rate")
+    if not isinstance(anneal_lr, bool):
+        raise ValueError(f"anneal_lr must be True or False, got {anneal_lr!r}")
+    gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
+    lam = require_in_range(lam, "lam", 0.0, 1.0)
+    clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
+    vf_coef = require_in_range(vf_coef, "vf_coef", 0.0, float("inf"))
+    ent_coef = require_in_range(ent_coef, "ent_coef", 0.0, float("inf"))
+    if max_grad_norm is not None:
+        max_grad_norm = _positive(max_grad_norm, "max_grad_norm")
+    if not isinstance(norm_adv, bool):
+        raise ValueError(f"norm_adv must be True or False, got {norm_adv!r}")
+    if target_kl is not None:
+        target_kl = _positive(target_kl, "target_kl")
+    hidden_sizes = _hidden(hidden_sizes)
+    require_choice(activation, "activation", ("tanh", "relu"))
+    log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
+    num_threads = require_int(num_threads, "num_threads", minimum=1)
+    dev = op.choose_device(device)
+
+    envs, obs_dim, act_info = op.make_train_envs(env_id, num_envs)
+    with op.torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # network initialisation; the global stream is restored after
+        net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
+                             log_std_init=log_std_init, device=dev)
+        params = list(net.parameters())
+        optimizer = torch.optim.Adam(params, lr=learning_rate, eps=1e-5, fused=True)
+        generator = torch.Generator(device=dev).manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        policy = op.GreedyPolicy(net)
+
+        obs, _ = envs.reset(seed=seed)
+        autoreset = np.zeros(num_envs, dtype=bool)
+        steps = 0
+        bar = None
+        if progress:
+            from rlnotes.progress import progress as _progress
+            bar = _progress(total=total_steps, desc="PPO")
+        try:
+            while steps < total_steps:
+                T = min(num_steps, -(-(total_steps - steps) // num_envs))
+                if anneal_lr:
+                    for group in optimizer.param_groups:
+                        group["lr"] = learning_rate * (1.0 - steps / total_steps)
+                rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
+                steps += T * num_envs
+                batch = op.rollout_advantages(net, rollout, gamma, lam)
+                B = len(batch["adv"])
+                stats = {"steps": steps, "epochs": 0}
+                if B > 1:
+                    stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
+                                             n_epochs=n_epochs, minibatch_size=minibatch_size,
+                                             clip_eps=clip_eps, vf_coef=vf_coef,
+                                             ent_coef=ent_coef, max_grad_norm=max_grad_norm,
+                                             norm_adv=norm_adv, target_kl=target_kl,
+                                             kl_k3=kl_k3))
+                    stats["explained_variance"] = op.explained_variance(batch["values"],
+                                                                        batch["returns"])
+                policy.diagnostics.append(stats)
+                if bar is not None:
+                    bar.update(min(steps, total_steps) - bar.n)
+                if callback is not None and callback(steps, policy):
+                    break
+        finally:
+            envs.close()
+            if bar is not None:
+                bar.close()
+    net.eval()
+    return policy
+
+
+def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch_size,
+                clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, kl_k3):
+    """The optimisation phase of one PPO update; returns its diagnostics."""
+    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logp"]
+    adv_all, returns = batch["adv"], batch["returns"]
+    B = len(adv_all)
+    mb = min(minibatch_size, B)
+    epochs = 0
+    for _ in range(n_epochs):
+        perm = torch.randperm(B, generator=generator, device=obs.device)
+        for start in range(0, B - mb + 1, mb):  # drop a ragged last minibatch
+            idx = perm[start:start + mb]
+            logp, entropy = net.log_prob(obs[idx], actions[idx], entropy=ent_coef > 0)
+            adv = adv_all[idx]
+            if norm_adv and mb > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            # ppo_clip_loss without its input checks (this loop's tensors are known good)
+            pg_loss = -clipped_objective(logp, old_logp[idx], adv, clip_eps, clip_eps,
+                                          None).mean()
+            v_loss = 0.5 * (net.value(obs[idx]) - returns[idx]).pow(2).mean()
+            loss = pg_loss + vf_coef * v_loss
+            if ent_coef > 0:
+                loss = loss - ent_coef * entropy.mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+            optimizer.step()
+        epochs += 1
+        if target_kl is not None:
+            with torch.no_grad():
+                logp_all, _ = net.log_prob(obs, actions)
+                if float(kl_k3(old_logp, logp_all).mean()) > target_kl:
+                    break
+    with torch.no_grad():
+        logp_all, entropy = net.log_prob(obs, actions)
+        ratio = torch.exp(logp_all - old_logp)
+        return {"epochs": epochs,
+                "approx_kl": float(kl_k3(old_logp, logp_all).mean()),
+                "clip_fraction": float(((ratio - 1.0).abs() > clip_eps).float().mean()),
+                "entropy": float(entropy.mean()),
+                "pg_loss": float(pg_loss), "v_loss": float(v_loss)}

@@ -14,6 +14,7 @@ _ENVS = {
     "rlnotes/Maze2x3-v0": ("rlnotes.envs.maze:Maze2x3Env", 100),
     "rlnotes/GridWorld-v0": ("rlnotes.envs.gridworld:GridWorldEnv", 200),
     "rlnotes/RandomWalk-v0": ("rlnotes.envs.random_walk:RandomWalkEnv", None),
+    "rlnotes/PointMass-v0": ("rlnotes.envs.point_mass:PointMassEnv", 100),
 }
 
 

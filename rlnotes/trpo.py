@@ -1,0 +1,403 @@
+"""Trust region policy optimisation (Schulman et al. 2015): the natural-gradient step under a KL
+constraint, computed without ever forming the Fisher matrix.
+
+The pieces, each a small function: :func:`flat_grad` and :func:`fisher_vector_product` (the
+product F v by double backpropagation through the mean KL), :func:`conjugate_gradient` (solves
+F x = g with only such products), :func:`natural_step` (the step size from the quadratic model
+of the KL), :func:`line_search` (backtracks until the KL constraint holds and the surrogate
+improves), and the trainer :func:`train` that puts them together with a critic fitted by Adam.
+
+Defined in: TRPO and PPO, section Trust region policy optimisation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from rlnotes._validate import require_choice, require_in_range, require_int, require_real
+
+__all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
+           "line_search", "train"]
+
+
+def _positive(value, name: str) -> float:
+    value = require_real(value, name)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
+              retain_graph: bool | None = None) -> torch.Tensor:
+    """The gradient of the scalar ``y`` with respect to ``params``, concatenated into one (P,)
+    vector (zeros for parameters ``y`` does not depend on).
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    params = list(params)
+    grads = torch.autograd.grad(y, params, create_graph=create_graph, retain_graph=retain_graph,
+                                allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                      for g, p in zip(grads, params)])
+
+
+def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> torch.Tensor:
+    r"""``F v`` for the Fisher matrix F, the Hessian of the mean KL at the old policy, by double
+    backpropagation: with ``g = grad_theta KL(pi_old || pi_theta)`` built with
+    ``create_graph=True`` (:func:`flat_grad`), ``F v = grad_theta (g . v)``. It costs about two
+    backward passes and never forms the (P, P) matrix.
+
+    ===========  ======  ==========================================================
+    argument     shape   meaning
+    ===========  ======  ==========================================================
+    kl_grad      (P,)    ``flat_grad(mean_kl, params, create_graph=True)``
+    params       list    the policy's parameters (P numbers in all)
+    v            (P,)    the vector to multiply
+    returns      (P,)    F v
+    ===========  ======  ==========================================================
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    if not torch.is_tensor(v) or v.shape != kl_grad.shape:
+        raise ValueError(f"v must be a tensor of shape {tuple(kl_grad.shape)}, got "
+                         f"{tuple(v.shape) if torch.is_tensor(v) else type(v).__name__}")
+    # keep the graph of kl_grad: conjugate gradient multiplies by F many times
+    return flat_grad((kl_grad * v.detach()).sum(), params, retain_graph=True)
+
+
+def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
+    r"""The explicit (P, P) Fisher matrix of a categorical policy network over the states
+    ``obs`` (B, d), one gradient per (state, action):
+
+        F = (1/B) sum_s sum_a pi(a|s) grad log pi(a|s) grad log pi(a|s)^T.
+
+    Only for checking :func:`fisher_vector_product` on tiny networks: P^2 numbers and B * A
+    backward passes. ``net`` is an ``ActorCritic`` with Discrete actions.
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    if not getattr(net, "discrete", False):
+        raise ValueError("net must be an ActorCritic with a categorical (Discrete) policy")
+    params = list(net.actor.parameters())
+    P = sum(p.numel() for p in params)
+    F = torch.zeros(P, P, dtype=params[0].dtype, device=params[0].device)
+    for s in obs:
+        logits = net.actor(s[None]).log_softmax(-1)[0]
+        for a in range(logits.shape[0]):
+            g = flat_grad(logits[a], params, retain_graph=True)
+            F += logits[a].exp().detach() * torch.outer(g, g)
+    return F / len(obs)
+
+
+def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: float = 0.1,
+                       tol: float = 1e-10) -> torch.Tensor:
+    r"""Solve ``(A + damping I) x = b`` for a symmetric positive semi-definite A known only
+    through ``matvec(v) = A v``: at most ``iters`` conjugate-gradient steps from x = 0,
+
+        alpha = r.r / p.(A + dI) p,  x += alpha p,  r -= alpha (A + dI) p,
+        p = r + (r_new.r_new / r.r) p,
+
+    stopping early when ``r.r < tol``. In exact arithmetic CG solves an n-dimensional system in
+    n steps; TRPO runs about 10, which is enough for a good step direction. The damping keeps
+    the system well conditioned where the Fisher matrix is nearly singular.
+
+    ===========  ================  ================================================
+    argument     shape             meaning
+    ===========  ================  ================================================
+    matvec       (n,) -> (n,)      v -> A v
+    b            (n,)              the right-hand side (TRPO: the policy gradient g)
+    iters        int >= 1          the number of CG steps at most
+    damping      float > 0         d, added to A's diagonal
+    returns      (n,)              x, in b's dtype and device
+    ===========  ================  ================================================
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    if not callable(matvec):
+        raise ValueError(f"matvec must be callable (v -> A v), got {matvec!r}")
+    if not torch.is_tensor(b) or b.ndim != 1 or not torch.is_floating_point(b):
+        raise ValueError("b must be a 1-D floating-point tensor, got "
+                         f"{tuple(b.shape) if torch.is_tensor(b) else type(b).__name__}")
+    iters = require_int(iters, "iters", minimum=1)
+    damping = _positive(damping, "damping")
+    tol = require_in_range(tol, "tol", 0.0, float("inf"))
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = b.clone()
+    rr = torch.dot(r, r)
+    for _ in range(iters):
+        if float(rr) < tol:
+            break
+        Ap = matvec(p) + damping * p
+        alpha = rr / torch.dot(p, Ap)
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr_new = torch.dot(r, r)
+        p = r + (rr_new / rr) * p
+        rr = rr_new
+    return x
+
+
+def natural_step(g: torch.Tensor, matvec, max_kl: float, *, cg_iters: int = 10,
+                 damping: float = 0.1) -> tuple[torch.Tensor, float]:
+    r"""TRPO's full step: the direction ``x ~ F^{-1} g`` by conjugate gradient, scaled so that
+    the quadratic model of the KL, ``KL(theta + s) ~ s^T F s / 2``, equals ``max_kl``:
+
+        s = sqrt(2 max_kl / (x^T F x)) x.
+
+    Returns ``(s, expected_improvement)`` with ``expected_improvement = g . s``, the surrogate's
+    first-order gain along s (the line search compares the actual gain with it).
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    max_kl = _positive(max_kl, "max_kl")
+    x = conjugate_gradient(matvec, g, iters=cg_iters, damping=damping)
+    xFx = float(torch.dot(x, matvec(x) + damping * x))
+    if not math.isfinite(xFx) or xFx <= 0:
+        return torch.zeros_like(g), 0.0
+    step = math.sqrt(2.0 * max_kl / xFx) * x
+    return step, float(torch.dot(g, step))
+
+
+def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
+                expected_improvement: float, max_kl: float, *, shrink: float = 0.5,
+                max_backtracks: int = 10, accept_ratio: float = 0.0):
+    r"""Backtracking line search along ``full_step``: try ``theta0 + shrink^k full_step`` for
+    k = 0, 1, ... and accept the first candidate whose mean KL from the old policy is at most
+    ``max_kl`` and whose surrogate improves on the old one by more than ``accept_ratio`` times
+    the expected (linear) improvement. The quadratic model behind ``full_step`` is only a model:
+    this check is what makes TRPO's update respect the trust region.
+
+    ========================  ===============  ========================================
+    argument                  type             meaning
+    ========================  ===============  ========================================
+    objective                 (P,) -> float    the surrogate L(theta) (to be maximised)
+    kl                        (P,) -> float    the mean KL(pi_old || pi_theta)
+    theta0, full_step         (P,) tensors     the old parameters; the proposed step
+    expected_improvement      float            g . full_step
+    max_kl                    float > 0        delta, the trust region's radius
+    shrink                    float in (0, 1)  step factor per backtrack
+    max_backtracks            int >= 1         candidates tried
+    returns                   (theta, k)       the accepted parameters and the number of
+                                               backtracks; (theta0, -1) if none passed
+    ========================  ===============  ========================================
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    max_kl = _positive(max_kl, "max_kl")
+    shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
+    max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
+    accept_ratio = require_in_range(accept_ratio, "accept_ratio", 0.0, 1.0)
+    if theta0.shape != full_step.shape:
+        raise ValueError(f"full_step must have theta0's shape {tuple(theta0.shape)}, got "
+                         f"{tuple(full_step.shape)}")
+    f0 = objective(theta0)
+    for k in range(max_backtracks):
+        frac = shrink ** k
+        theta = theta0 + frac * full_step
+        improvement = objective(theta) - f0
+        if kl(theta) <= max_kl and improvement > accept_ratio * frac * expected_improvement \
+                and improvement > 0:
+            return theta, k
+    return theta0, -1
+
+
+# --- the trainer ------------------------------------------------------------------------------
+
+
+def _set_flat(params, theta: torch.Tensor) -> None:
+    torch.nn.utils.vector_to_parameters(theta, params)
+
+
+def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
+          num_envs: int = 16,
+          num_steps: int = 64,
+          max_kl: float = 0.02,
+          cg_iters: int = 10,
+          cg_damping: float = 0.1,
+          shrink: float = 0.8,
+          max_backtracks: int = 10,
+          gamma: float = 0.99,
+          lam: float = 0.95,
+          critic_lr: float = 3e-3,
+          critic_epochs: int = 10,
+          critic_minibatch: int = 512,
+          norm_adv: bool = True,
+          hidden_sizes=(64, 64),
+          activation: str = "tanh",
+          log_std_init: float = 0.0,
+          num_threads: int = 1,
+          device=None,
+          progress: bool = False):
+    """Train a TRPO agent (Schulman et al. 2015) on ``env_id`` for ``total_steps`` environment
+    steps; return its greedy policy. Follows the trainer contract of the book.
+
+    Each update: play ``num_steps`` steps in each of ``num_envs`` envs, compute GAE advantages,
+    take one natural-gradient step of the policy on the surrogate
+    ``L(theta) = mean(ratio * A)`` within the trust region ``mean KL <= max_kl`` (conjugate
+    gradient on Fisher-vector products, then a backtracking line search), then fit the critic
+    to the lambda-returns with Adam.
+
+    Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
+
+    - num_envs: environments stepped together; total_steps counts steps summed over them
+    - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
+    - max_kl: delta, the radius of the trust region in mean KL
+    - cg_iters: conjugate-gradient steps
+    - cg_damping: damping added to the Fisher matrix's diagonal (> 0)
+    - shrink: the line search's step factor per backtrack, in (0, 1)
+    - max_backtracks: candidates the line search tries
+    - gamma: discount factor in [0, 1]
+    - lam: the GAE parameter lambda in [0, 1]
+    - critic_lr: Adam's step size for the critic
+    - critic_epochs: passes over each rollout fitting the critic
+    - critic_minibatch: transitions per critic gradient step
+    - norm_adv: normalise each rollout's advantages to mean 0, std 1
+    - hidden_sizes, activation: the actor's and the critic's hidden layers
+    - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
+    - num_threads: torch threads during training (1 is fastest for small networks)
+    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - progress: show a progress bar
+
+    ``callback(steps, policy)`` is called after every update; returning True stops training.
+    ``policy.diagnostics`` lists, per update, the KL reached, the backtracks taken, the
+    surrogate's improvement and the explained variance.
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    from rlnotes.deeprl import _onpolicy as op
+
+    total_steps = require_int(total_steps, "total_steps", minimum=1)
+    seed = require_int(seed, "seed", minimum=0)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {callback!r}")
+    num_envs = require_int(num_envs, "num_envs", minimum=1)
+    num_steps = require_int(num_steps, "num_steps", minimum=1)
+    if num_envs * num_steps > 2048:
+        raise ValueError(f"num_envs * num_steps must be <= 2048 (the callback interval), got "
+                         f"{num_envs} * {num_steps}")
+    max_kl = _positive(max_kl, "max_kl")
+    cg_iters = require_int(cg_iters, "cg_iters", minimum=1)
+    cg_damping = _positive(cg_damping, "cg_damping")
+    shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
+    max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
+    gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
+    lam = require_in_range(lam, "lam", 0.0, 1.0)
+    critic_lr = _positive(critic_lr, "critic_lr")
+    critic_epochs = require_int(critic_epochs, "critic_epochs", minimum=1)
+    critic_minibatch = require_int(critic_minibatch, "critic_minibatch", minimum=1)
+    if not isinstance(norm_adv, bool):
+        raise ValueError(f"norm_adv must be True or False, got {norm_adv!r}")
+    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
+        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
+    hidden_sizes = [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
+    require_choice(activation, "activation", ("tanh", "relu"))
+    log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
+    num_threads = require_int(num_threads, "num_threads", minimum=1)
+    dev = op.choose_device(device)
+
+    envs, obs_dim, act_info = op.make_train_envs(env_id, num_envs)
+    with op.torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
+                             log_std_init=log_std_init, device=dev)
+        actor_params = list(net.actor.parameters())
+        if not net.discrete:
+            actor_params.append(net.log_std)
+        critic_params = list(net.critic.parameters())
+        critic_opt = torch.optim.Adam(critic_params, lr=critic_lr, eps=1e-5, fused=True)
+        generator = torch.Generator(device=dev).manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        policy = op.GreedyPolicy(net)
+
+        obs, _ = envs.reset(seed=seed)
+        autoreset = np.zeros(num_envs, dtype=bool)
+        steps = 0
+        bar = None
+        if progress:
+            from rlnotes.progress import progress as _progress
+            bar = _progress(total=total_steps, desc="TRPO")
+        try:
+            while steps < total_steps:
+                T = min(num_steps, -(-(total_steps - steps) // num_envs))
+                rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
+                steps += T * num_envs
+                batch = op.rollout_advantages(net, rollout, gamma, lam)
+                stats = {"steps": steps}
+                if len(batch["adv"]) > 1:
+                    stats.update(_policy_step(net, actor_params, batch, max_kl=max_kl,
+                                              cg_iters=cg_iters, cg_damping=cg_damping,
+                                              shrink=shrink, max_backtracks=max_backtracks,
+                                              norm_adv=norm_adv))
+                    _fit_critic(net, critic_opt, batch, generator, critic_epochs,
+                                critic_minibatch)
+                    stats["explained_variance"] = op.explained_variance(batch["values"],
+                                                                        batch["returns"])
+                policy.diagnostics.append(stats)
+                if bar is not None:
+                    bar.update(min(steps, total_steps) - bar.n)
+                if callback is not None and callback(steps, policy):
+                    break
+        finally:
+            envs.close()
+            if bar is not None:
+                bar.close()
+    net.eval()
+    return policy
+
+
+def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shrink,
+                 max_backtracks, norm_adv):
+    """One TRPO policy update on a batch; returns its diagnostics."""
+    obs, actions, old_logp, old_params = batch["obs"], batch["actions"], batch["logp"], \
+        batch["params"]
+    adv = batch["adv"]
+    if norm_adv:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    old_log_std = None if net.discrete else net.log_std.detach().clone()
+    theta0 = torch.nn.utils.parameters_to_vector(actor_params).detach()
+
+    def surrogate():
+        logp, _ = net.log_prob(obs, actions)
+        return (torch.exp(logp - old_logp) * adv).mean()
+
+    def mean_kl():
+        return net.kl_from(old_params, net.dist_params(obs), old_log_std).mean()
+
+    g = flat_grad(surrogate(), actor_params)
+    kl_grad = flat_grad(mean_kl(), actor_params, create_graph=True)
+    step, expected = natural_step(g, lambda v: fisher_vector_product(kl_grad, actor_params, v),
+                                  max_kl, cg_iters=cg_iters, damping=cg_damping)
+
+    def evaluate_at(theta, fn):
+        _set_flat(actor_params, theta)
+        with torch.no_grad():
+            return float(fn())
+
+    theta, backtracks = line_search(lambda th: evaluate_at(th, surrogate),
+                                    lambda th: evaluate_at(th, mean_kl), theta0, step,
+                                    expected, max_kl, shrink=shrink,
+                                    max_backtracks=max_backtracks)
+    _set_flat(actor_params, theta)
+    with torch.no_grad():
+        kl = float(mean_kl())
+        improvement = float(surrogate()) - float((adv).mean())
+    return {"kl": kl, "backtracks": backtracks, "improvement": improvement,
+            "expected_improvement": expected}
+
+
+def _fit_critic(net, optimizer, batch, generator, epochs, minibatch):
+    obs, returns = batch["obs"], batch["returns"]
+    B = len(returns)
+    mb = min(minibatch, B)
+    for _ in range(epochs):
+        perm = torch.randperm(B, generator=generator, device=obs.device)
+        for start in range(0, B - mb + 1, mb):
+            idx = perm[start:start + mb]
+            loss = 0.5 * (net.value(obs[idx]) - returns[idx]).pow(2).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()

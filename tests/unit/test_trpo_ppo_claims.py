@@ -1,0 +1,52 @@
+"""The numerical claims of the chapter "TRPO and PPO" about training runs, re-checked here with
+the same seeds and settings as the chapter (the notebook asserts them too)."""
+
+import numpy as np
+
+import rlnotes.envs  # noqa: F401  (registers rlnotes/PointMass-v0)
+from rlnotes import ppo, trpo
+from rlnotes.deeprl import _onpolicy as op
+from rlnotes.deeprl import evaluate
+
+
+def test_trpo_seed0_reaches_475_within_20480_steps_inside_the_trust_region():
+    _, scores, policy = op.evaluation_curve(trpo.train, "CartPole-v1", 20_480, seed=0,
+                                            stop_at=475)
+    assert scores.max() >= 475
+    assert all(d["kl"] <= 0.02 + 1e-7 for d in policy.diagnostics)
+
+
+def test_ppo_three_seeds_reach_475_within_16384_steps():
+    for seed in range(3):
+        _, scores, _ = op.evaluation_curve(ppo.train, "CartPole-v1", 16_384, seed=seed)
+        assert scores.max() >= 475, seed
+
+
+def test_ablation():
+    def finals(**kw):
+        return [op.evaluation_curve(ppo.train, "CartPole-v1", 8192, seed=s, **kw)[1][-1]
+                for s in (0, 1)]
+    defaults = finals()
+    spread = np.ptp(defaults)
+    assert np.mean(finals(n_epochs=1)) < np.mean(defaults)
+    assert np.mean(finals(anneal_lr=True)) < np.mean(defaults)
+    for kw in ({"norm_adv": False}, {"max_grad_norm": None}):
+        assert abs(np.mean(finals(**kw)) - np.mean(defaults)) < spread
+
+
+def test_early_stopping_on_kl():
+    early = ppo.train("CartPole-v1", 8192, seed=0, n_epochs=10, target_kl=0.005)
+    late = ppo.train("CartPole-v1", 8192, seed=0, n_epochs=10)
+    assert min(d["epochs"] for d in early.diagnostics) < 10
+    assert np.mean([d["approx_kl"] for d in early.diagnostics]) < \
+        np.mean([d["approx_kl"] for d in late.diagnostics])
+    assert all(d["approx_kl"] >= 0 for d in late.diagnostics)
+
+
+def test_gaussian_ppo_on_point_mass():
+    _, scores, policy = op.evaluation_curve(
+        ppo.train, "rlnotes/PointMass-v0", 16_384, seed=0, eval_every=4096, num_envs=16,
+        num_steps=128, gamma=0.95, lam=0.95, learning_rate=3e-3)
+    do_nothing = evaluate(lambda o: np.zeros((len(o), 1), np.float32), "rlnotes/PointMass-v0", 0)
+    assert do_nothing.mean() < -50 and scores[-1] > -5
+    assert policy.net.log_std.item() < -0.3
