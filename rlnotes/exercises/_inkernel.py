@@ -369,7 +369,10 @@ def _check():
             hint = getattr(err, "hint", None)
             if hint:
                 detail = f"{detail} Hint: {hint}"
-            _write({"passed": False, "kind": "failed", "detail": _one_line(detail)})
+            credit = getattr(err, "credit", 0.0)
+            credit = float(credit) if isinstance(credit, (int, float)) and 0 <= credit < 1 else 0.0
+            _write({"passed": False, "kind": "failed", "detail": _one_line(detail),
+                    "credit": credit})
         elif isinstance(err, NotImplementedError):
             _write({"passed": False, "kind": "not done",
                     "detail": "not done: the solution still raises NotImplementedError"})
