@@ -169,7 +169,8 @@ def _prelude():
     except Exception:
         state.shell = None
     state.findings = []
-    _write({"ok": True})
+    import os as _os
+    _write({"ok": True, "pid": _os.getpid()})
 
 
 def _add(findings, scope, message):

@@ -70,7 +70,7 @@ class Parts:
             return
         passed = len(self.names) - len(self.failures)
         message = " ".join(f"[{name}] {err.message}" for name, err in self.failures)
-        hints = [err.hint for _, err in self.failures if err.hint]
+        hints = dict.fromkeys(err.hint for _, err in self.failures if err.hint)
         raise ExerciseFailed(f"{passed} of {len(self.names)} parts passed. {message}",
                              " ".join(hints) or None, credit=passed / len(self.names))
 

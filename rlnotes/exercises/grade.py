@@ -376,6 +376,8 @@ class _Run:
         if result is None:
             self.fatal = f"grader error: the kernel did not run the grader's prelude ({reply.status}: {reply.evalue})"
             return
+        if isinstance(result.get("pid"), int) and result["pid"] > 1:
+            kernel.kernel_pid = result["pid"]
         start = time.monotonic()
         for i, src in enumerate(self.cells):
             if i < self.start or not src.strip() or src.strip() in self.master.check_cells:
@@ -491,9 +493,8 @@ class _Run:
                     detail = f"{detail} [{first}]"
             if res.get("kind") == "missing" and not passed and not tamper:
                 detail = f"the check's argument is not defined: {detail}"
-            elif not passed and res.get("kind") == "missing":
                 above = _defining_cell(self.cells[:self.start], ex.check.names())
-                if above is not None:
+                if above is not None and not self.untrusted:
                     detail = (f"{detail} [{', '.join(ex.check.names())} is defined in code cell "
                               f"{above + 1}, above the '## Exercises' heading: the grader runs "
                               "only the exercises section, so define it there]")
