@@ -1,6 +1,6 @@
 """Command line of the exercises: the student edition, the student HTML book and the grader.
 
-    python -m rlnotes.exercises student OUT_DIR [--book-dir DIR]
+    python -m rlnotes.exercises student OUT_DIR [--book-dir DIR] [--kit]
     python -m rlnotes.exercises student-book OUT_DIR [--book-dir DIR] [--execute]
     python -m rlnotes.exercises grade SUBMISSIONS_DIR --out grades.csv [--notebook PATH]...
         [--jobs N] [--summary FILE] [--feedback DIR] [--force | --merge] [--book-dir DIR]
@@ -66,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("out_dir", metavar="OUT_DIR")
     s.add_argument("--book-dir", default=None, help="the book's root folder (holding _toc.yml); "
                    "default: found from the working directory")
+    s.add_argument("--kit", action="store_true", help="also build the rlnotes package as a wheel "
+                   "into OUT_DIR/dist and write OUT_DIR/README.md for students")
 
     b = sub.add_parser("student-book", help="write the student edition and build its HTML book",
                        description="Write the student edition into OUT_DIR and build it with "
@@ -130,13 +132,21 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.command == "student":
-        from rlnotes.exercises.student import write_student_edition
+        from rlnotes.exercises.student import write_student_edition, write_student_kit
 
         try:
-            written = write_student_edition(args.out_dir, args.book_dir)
+            if args.kit:
+                written, wheel, readme = write_student_kit(args.out_dir, args.book_dir)
+            else:
+                written = write_student_edition(args.out_dir, args.book_dir)
         except ValueError as err:
             p.error(str(err))
+        except RuntimeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         print(f"Wrote the student edition of {len(written)} notebook(s) to {args.out_dir}")
+        if args.kit:
+            print(f"Wrote the package as a wheel, {wheel}, and the students' {readme}")
         return 0
     if args.command == "student-book":
         from rlnotes.exercises.student import build_student_book

@@ -428,7 +428,13 @@ class _Run:
             return
         self.findings += result.get("findings", [])
         if result.get("errors"):
-            self.fatal = _one_line(f"grader error: loading the check module failed: {result['errors']}")
+            if self.cell_errors:  # an interrupted import, say: the notebook's doing
+                first = self.cell_errors[min(self.cell_errors)]
+                self.fatal = _one_line(f"{first}; afterwards the grader could not load its "
+                                       f"checks in the kernel ({result['errors']})")
+            else:
+                self.fatal = _one_line(f"grader error: loading the check module failed: "
+                                       f"{result['errors']}")
             return
         for n, ex in enumerate(self.master.exercises):
             result, reply = self._phase(kernel, "check", env.check_timeout, check=ex.check.name,

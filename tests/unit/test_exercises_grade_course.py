@@ -69,10 +69,9 @@ def lms_class(tmp_path_factory):
     (subs / "judy" / "beta-1.ipynb").write_text(beta)
     (subs / "mallory").mkdir()                                          # an unsafe zip
     _zip(subs / "mallory" / "evil.zip", {"../../escaped.ipynb": alpha})
-    (subs / "kim").mkdir()                                              # two candidates
-    (subs / "kim" / "alpha.ipynb").write_text(alpha)
-    (subs / "kim" / "sub").mkdir()
-    (subs / "kim" / "sub" / "alpha.ipynb").write_text(alpha)
+    for sub in ["first", "second"]:                                     # two candidates
+        (subs / "kim" / sub).mkdir(parents=True)
+        (subs / "kim" / sub / "alpha.ipynb").write_text(alpha)
     (subs / "kim" / "beta.ipynb").write_text(beta)
     parallel, serial = tmp / "parallel.csv", tmp / "serial.csv"
     p2 = _grade(subs, parallel, "--jobs", "2")
