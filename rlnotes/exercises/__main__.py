@@ -112,6 +112,11 @@ def parser() -> argparse.ArgumentParser:
                    help="memory limit of each kernel in MB (RLIMIT_DATA; default 4096)")
     g.add_argument("--checks", action="append", default=[], metavar="FILE.py",
                    help="an extra check module (for checks outside rlnotes.exercises); repeatable")
+    g.add_argument("--fixed-limits", action="store_true",
+                   help="use --cell-timeout and --check-timeout as they are; by default the "
+                   "grader first grades the book's own notebooks and limits each check to "
+                   "max(10 s, 10x its time there) and each cell to max(15 s, 10x the slowest "
+                   "cell there), so that an endless loop costs seconds")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     n = sub.add_parser("nbgrader", help="write an nbgrader course (one assignment per chapter)",
@@ -182,7 +187,7 @@ def main(argv=None) -> int:
                      check_timeout=args.check_timeout, memory_mb=args.memory_mb,
                      checks=args.checks, progress=not args.no_progress,
                      summary_out=args.summary, feedback_dir=args.feedback, force=args.force,
-                     merge=args.merge)
+                     merge=args.merge, adapt_limits=not args.fixed_limits)
     except (NothingToGrade, OutputConflict) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -69,6 +69,10 @@ class _Master:
     check_cells: set = field(default_factory=set)
     has_section: bool = True
     setup: str = ""  # the first code cell of the master's exercises section
+    # Time limits learnt from grading the master notebook itself (the reference run): a
+    # looping submission costs seconds, not the full --cell-timeout/--check-timeout.
+    cell_limit: float = float("inf")
+    check_limits: dict = field(default_factory=dict)
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -330,6 +334,8 @@ class _Run:
         self.cell_errors: dict[int, str] = {}
         self.fatal: str | None = None
         self.untrusted: str | None = None
+        self.cell_seconds: float = 0.0
+        self.check_seconds: dict = {}
         self.cwd = env.workdir / f"work-{tag}"
 
     def _phase(self, kernel, phase: str, timeout: float, **params) -> tuple[dict | None, object]:
@@ -386,8 +392,10 @@ class _Run:
             if left <= 0:
                 self.fatal = f"timed out: the notebook ran past the {env.timeout:g} s limit (at code cell {i + 1})"
                 return
-            limit = min(env.cell_timeout, left)
+            cap = min(env.cell_timeout, self.master.cell_limit)
+            limit = min(cap, left)
             reply = kernel.run(src, limit, grace=min(10.0, max(2.0, limit / 2)))
+            self.cell_seconds = max(self.cell_seconds, reply.seconds)
             if reply.status == "dead":
                 self.fatal = f"{reply.evalue} (while running code cell {i + 1})"
                 return
@@ -395,7 +403,7 @@ class _Run:
                 # A cell interrupted at its time limit counts like a cell that raised: the
                 # exercises it defines fail, the others are graded. A kernel that had to be
                 # killed, or the limit of the whole section, fails the notebook.
-                if limit < env.cell_timeout:
+                if limit < cap:
                     self.fatal = (f"timed out: the exercises section ran past the "
                                   f"{env.timeout:g} s limit (at code cell {i + 1})")
                     return
@@ -437,8 +445,10 @@ class _Run:
                                        f"{result['errors']}")
             return
         for n, ex in enumerate(self.master.exercises):
-            result, reply = self._phase(kernel, "check", env.check_timeout, check=ex.check.name,
+            limit = min(env.check_timeout, self.master.check_limits.get(ex.id, float("inf")))
+            result, reply = self._phase(kernel, "check", limit, check=ex.check.name,
                                         args=ex.check.args, kwargs=ex.check.kwargs)
+            self.check_seconds[ex.id] = reply.seconds
             if reply.status == "dead":
                 self.results[ex.id] = {"passed": False,
                                        "detail": f"{reply.evalue} (during the check)"}
@@ -448,7 +458,7 @@ class _Run:
                 return
             if reply.status == "timeout":
                 self.results[ex.id] = {"passed": False, "detail": (
-                    f"timed out: the check ran past {env.check_timeout:g} s (an endless loop?)")}
+                    f"timed out: the check ran past {limit:.3g} s (an endless loop?)")}
                 if not kernel.alive():
                     for later in self.master.exercises[n + 1:]:
                         self.results[later.id] = {"passed": False, "detail": (
@@ -658,7 +668,8 @@ def _check_out_path(out, name: str) -> None:
 def grade(submissions_dir, out=None, book_dir=None, *, notebooks=None, jobs: int | None = None,
           timeout: float = 300, cell_timeout: float = 60, check_timeout: float = 60,
           memory_mb: int = 4096, checks=(), progress: bool = True, summary: bool = True,
-          summary_out=None, feedback_dir=None, force: bool = False, merge: bool = False) -> list[Row]:
+          summary_out=None, feedback_dir=None, force: bool = False, merge: bool = False,
+          adapt_limits: bool = True) -> list[Row]:
     """Grade every student in ``submissions_dir`` against the book at ``book_dir``.
 
     ``notebooks`` (paths as in the student edition) limits grading to those chapters; ``jobs``
@@ -668,6 +679,13 @@ def grade(submissions_dir, out=None, book_dir=None, *, notebooks=None, jobs: int
     ``summary_out`` (default ``<out>_summary.csv``) and one Markdown feedback file per student
     into ``feedback_dir`` (default ``<out>_feedback/``). Prints a summary table when ``summary``
     is true, and returns the rows.
+
+    With ``adapt_limits`` (the default), the grader first grades the book's own notebook of each
+    chapter (the reference run; a warning names any check that fails there) and limits each
+    check to ``max(10 s, 10 x`` its reference time) and each cell to ``max(15 s, 10 x`` the
+    slowest reference cell), never more than ``check_timeout`` and ``cell_timeout``: an endless
+    loop then costs seconds. Limits come from the master run's duration, so a loaded machine
+    gets longer limits too.
 
     Raises :class:`NothingToGrade` (a ``ValueError``), leaving every file as it was, when there is
     no student, or no student's notebook could be found and read. ``checks`` lists extra check
@@ -725,9 +743,11 @@ def grade(submissions_dir, out=None, book_dir=None, *, notebooks=None, jobs: int
             if path is None:
                 results[(si, mi)] = ([Row(students[si].name, masters[mi].rel.as_posix(), ex.id, 0,
                                           why, 0.0, ex.points) for ex in masters[mi].exercises], [])
+        setup = (tmp, registry, used, limits, masters)
+        if adapt_limits:
+            _reference_runs(setup, check_book_dir(book_dir))
         bar = _progress(len(todo), progress)
         work = [(students[si].name, si, mi, str(path)) for si, mi, path in todo]
-        setup = (tmp, registry, used, limits, masters)
         for (si, mi), rows, warns, seconds in _run_all(work, setup, jobs, bar):
             results[(si, mi)] = (rows, warns)
             timings[students[si].name] = timings.get(students[si].name, 0.0) + seconds
@@ -771,6 +791,35 @@ def _shown(submissions: Path, path) -> str:
 
 
 _WORKER: dict = {}
+REF_FACTOR, REF_CHECK_FLOOR, REF_CELL_FLOOR = 10.0, 10.0, 15.0
+
+
+def _reference_runs(setup, book: Path) -> None:
+    """Grade each master notebook as a student would be graded; set its adaptive limits."""
+    env = _worker_env(setup)
+    for mi, master in enumerate(setup[4]):
+        if not master.has_section:
+            continue
+        cells, start = _read_code_cells(book / master.rel)
+        run = _Run(env, master, cells, f"ref-{mi}", start or 0)
+        try:
+            run.execute()
+        except Exception as err:  # noqa: BLE001
+            run.fatal = f"grader error: {type(err).__name__}: {err}"
+        finally:
+            env.restore()
+            if getattr(env, "reaper", None) is not None:
+                env.reaper.reap()
+        failed = [r for r in run.rows("(book)") if not r.passed]
+        for r in failed:
+            print(f"warning: the book's own {master.rel.as_posix()} fails {r.exercise} "
+                  f"({r.detail}); its time limits are not adapted", file=sys.stderr)
+        if run.fatal:
+            continue
+        master.cell_limit = max(REF_CELL_FLOOR, REF_FACTOR * run.cell_seconds)
+        bad = {r.exercise for r in failed}
+        master.check_limits = {ex: max(REF_CHECK_FLOOR, REF_FACTOR * sec)
+                               for ex, sec in run.check_seconds.items() if ex not in bad}
 
 
 def _worker_env(setup) -> _Env:
