@@ -115,8 +115,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--fixed-limits", action="store_true",
                    help="use --cell-timeout and --check-timeout as they are; by default the "
                    "grader first grades the book's own notebooks and limits each check to "
-                   "max(10 s, 10x its time there) and each cell to max(15 s, 10x the slowest "
-                   "cell there), so that an endless loop costs seconds")
+                   "max(10 s, 10x its time there) and each cell of the student's own to max(20 s, "
+                   "10x the slowest cell there), so that an endless loop costs seconds")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     n = sub.add_parser("nbgrader", help="write an nbgrader course (one assignment per chapter)",

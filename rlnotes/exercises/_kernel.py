@@ -222,6 +222,11 @@ class LimitedKernel:
             return Reply("error", str(content.get("ename", "")), str(content.get("evalue", "")),
                          elapsed)
 
+    def pids(self) -> set:
+        """The launcher's and the kernel's process ids (those known)."""
+        proc = getattr(self.km.provisioner, "process", None) if self.km.provisioner else None
+        return {pid for pid in (getattr(proc, "pid", None), self.kernel_pid) if pid}
+
     def _kill_kernel_process(self) -> None:
         if _running(self.kernel_pid):
             try:

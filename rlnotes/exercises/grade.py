@@ -73,6 +73,7 @@ class _Master:
     # looping submission costs seconds, not the full --cell-timeout/--check-timeout.
     cell_limit: float = float("inf")
     check_limits: dict = field(default_factory=dict)
+    cells: set = field(default_factory=set)  # the master's code cells, stripped
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -177,7 +178,9 @@ def master_exercises(book_dir=None, checks=None, notebooks=None) -> list[_Master
                          "") if start is not None else ""
             masters.append(_Master(rel, exercises,
                                    {cell_text(cells[ex.check_cell]).strip() for ex in exercises},
-                                   has_section=start is not None, setup=setup.strip()))
+                                   has_section=start is not None, setup=setup.strip(),
+                                   cells={cell_text(c).strip() for c in cells
+                                          if c.get("cell_type") == "code"}))
     return masters
 
 
@@ -334,6 +337,7 @@ class _Run:
         self.cell_errors: dict[int, str] = {}
         self.fatal: str | None = None
         self.untrusted: str | None = None
+        self.own_pids: set = set()  # the launcher and the kernel: not "left running"
         self.cell_seconds: float = 0.0
         self.check_seconds: dict = {}
         self.cwd = env.workdir / f"work-{tag}"
@@ -373,6 +377,7 @@ class _Run:
         try:
             self._execute(kernel)
         finally:
+            self.own_pids = kernel.pids()
             kernel.shutdown()
             shutil.rmtree(cwd, ignore_errors=True)
 
@@ -392,7 +397,10 @@ class _Run:
             if left <= 0:
                 self.fatal = f"timed out: the notebook ran past the {env.timeout:g} s limit (at code cell {i + 1})"
                 return
-            cap = min(env.cell_timeout, self.master.cell_limit)
+            # The book's own cells (the setup cell above all: its imports are the slowest code
+            # of the section, and slower still on a loaded machine) get the full limit.
+            cap = env.cell_timeout if src.strip() in self.master.cells else \
+                min(env.cell_timeout, self.master.cell_limit)
             limit = min(cap, left)
             reply = kernel.run(src, limit, grace=min(10.0, max(2.0, limit / 2)))
             self.cell_seconds = max(self.cell_seconds, reply.seconds)
@@ -599,13 +607,21 @@ class _Reaper:
             found.append(int(name))
         return found
 
-    def reap(self) -> int:
+    def reap(self, expected=()) -> int:
         """Kill (and wait for) the leftover children that are still running; returns how many
-        were killed (finished processes are collected silently)."""
+        were killed, not counting ``expected`` (the kernel and its launcher, which may still be
+        exiting) nor processes that finish within a short grace period (killed with their
+        kernel's process group, say); finished processes are collected silently."""
         if not self.enabled:
             return 0
         import signal
 
+        expected = set(expected)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if not [pid for pid in self.children() if pid not in self.keep | expected]:
+                break
+            time.sleep(0.05)
         killed = set()
         for _ in range(20):
             extra = [pid for pid in self.children() if pid not in self.keep]
@@ -614,7 +630,8 @@ class _Reaper:
             for pid in extra:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
+                    if pid not in expected:
+                        killed.add(pid)
                 except OSError:
                     pass
             for pid in extra:
@@ -682,10 +699,10 @@ def grade(submissions_dir, out=None, book_dir=None, *, notebooks=None, jobs: int
 
     With ``adapt_limits`` (the default), the grader first grades the book's own notebook of each
     chapter (the reference run; a warning names any check that fails there) and limits each
-    check to ``max(10 s, 10 x`` its reference time) and each cell to ``max(15 s, 10 x`` the
-    slowest reference cell), never more than ``check_timeout`` and ``cell_timeout``: an endless
-    loop then costs seconds. Limits come from the master run's duration, so a loaded machine
-    gets longer limits too.
+    check to ``max(10 s, 10 x`` its reference time) and each cell the book does not have to
+    ``max(20 s, 10 x`` the slowest reference cell), never more than ``check_timeout`` and
+    ``cell_timeout``: an endless loop then costs seconds. Limits come from the master run's
+    duration, so a loaded machine gets longer limits too.
 
     Raises :class:`NothingToGrade` (a ``ValueError``), leaving every file as it was, when there is
     no student, or no student's notebook could be found and read. ``checks`` lists extra check
@@ -791,7 +808,7 @@ def _shown(submissions: Path, path) -> str:
 
 
 _WORKER: dict = {}
-REF_FACTOR, REF_CHECK_FLOOR, REF_CELL_FLOOR = 10.0, 10.0, 15.0
+REF_FACTOR, REF_CHECK_FLOOR, REF_CELL_FLOOR = 10.0, 10.0, 20.0
 
 
 def _reference_runs(setup, book: Path) -> None:
@@ -809,7 +826,7 @@ def _reference_runs(setup, book: Path) -> None:
         finally:
             env.restore()
             if getattr(env, "reaper", None) is not None:
-                env.reaper.reap()
+                env.reaper.reap(run.own_pids)
         failed = [r for r in run.rows("(book)") if not r.passed]
         for r in failed:
             print(f"warning: the book's own {master.rel.as_posix()} fails {r.exercise} "
@@ -928,7 +945,7 @@ def _grade_notebook(env: _Env, student: str, path: Path, master: _Master, tag: s
         env.restore()
         reaper = getattr(env, "reaper", None)
         if reaper is not None:
-            killed = reaper.reap()
+            killed = reaper.reap(run.own_pids)
             if killed:
                 warns.append(f"{student}/{nb} left {killed} process(es) running after its "
                              "kernel ended; they were killed")
