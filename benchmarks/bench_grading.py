@@ -11,8 +11,8 @@ give it: one folder per student, the notebook at the student edition's path. Of 
 students: 15 hand in the reader's notebook (all correct), 2 the untouched student edition, 2 a
 wrong solution (a ``+`` turned into ``-`` in each solution region), and 1 is hostile, in turn:
 an endless loop in a cell above the exercises, a notebook that is not JSON, a notebook that
-patches ``numpy.allclose``, a cell that raises above the exercises, an endless loop inside a
-solution (costs one ``--check-timeout``).
+patches ``numpy.allclose`` (in its last cell), a cell that raises above the exercises, an
+endless loop inside a solution (costs one check time limit).
 
 It reports the wall time, the CPU time of the grader and all its kernels (``RUSAGE_CHILDREN``:
 less sensitive than wall time to other load on the machine), seconds per student, and the
@@ -75,6 +75,13 @@ def _insert_before_exercises(nb, source):
     return nb
 
 
+def _append(nb, source):
+    from nbformat.v4 import new_code_cell
+
+    nb["cells"].append(new_code_cell(source))
+    return nb
+
+
 def _loop_in_solution(nb):
     from rlnotes.exercises._notebook import cell_text
 
@@ -90,8 +97,7 @@ def _loop_in_solution(nb):
 HOSTILE = [
     ("loop-above", lambda nb: _insert_before_exercises(nb, "while True:\n    pass\n")),
     ("corrupt", None),
-    ("tamper", lambda nb: _insert_before_exercises(
-        nb, "import numpy as np\nnp.allclose = lambda *a, **k: True\n")),
+    ("tamper", lambda nb: _append(nb, "import numpy as np\nnp.allclose = lambda *a, **k: True\n")),
     ("raises-above", lambda nb: _insert_before_exercises(nb, "1 / 0\n")),
     ("loop-in-solution", _loop_in_solution),
 ]
