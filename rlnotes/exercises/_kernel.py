@@ -135,6 +135,7 @@ class LimitedKernel:
         #: The ipykernel process (the launcher's child), once the grader has learnt it: a
         #: notebook that kills the launcher leaves the kernel running, adopted by the grader.
         self.kernel_pid: int | None = None
+        self.killed = False
         self.km = _Manager()
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.exit_code: int | None = None
@@ -155,6 +156,8 @@ class LimitedKernel:
             self.exit_code = proc.poll()
 
     def alive(self) -> bool:
+        if self.killed:  # the kernel may take a moment to exit on a loaded machine
+            return False
         alive = self.km.is_alive() or _running(self.kernel_pid)
         if not alive:
             self._record_exit()
@@ -235,6 +238,7 @@ class LimitedKernel:
                 pass
 
     def kill(self) -> None:
+        self.killed = True
         try:
             self.km.shutdown_kernel(now=True)
         except Exception:
