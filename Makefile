@@ -12,15 +12,25 @@ export OMP_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 BOOK_ENV := RLNOTES_PROGRESS=0
+# JupyterLab (with MyST rendering) and nbgrader live in environments of their own, outside the
+# repository and cached between runs and clones; their kernel is the book's .venv.
+TOOLS_CACHE ?= $(HOME)/.cache/rlnotes
+LAB_VERSION := 4.6.6
+MYST_VERSION := 2.7.0
+NBGRADER_VERSION := 0.9.6
+LAB_VENV := $(TOOLS_CACHE)/lab-$(LAB_VERSION)-myst-$(MYST_VERSION)
+NBGRADER_VENV := $(TOOLS_CACHE)/nbgrader-$(NBGRADER_VERSION)
+LAB_KERNELS := $(abspath $(VENV))/lab/share/jupyter
 
-.PHONY: help install book book-all test test-unit test-bench test-build test-nbval test-browser strip lab student student-book clean
+.PHONY: help install book book-all test test-unit test-bench test-build test-nbval test-browser test-tools strip lab lab-env nbgrader-env student student-book clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make book          build the HTML book into _build/html (sets up .venv first)"
 	@echo "make test          everything CI checks: unit tests, strict build, nbval, browser test"
-	@echo "make lab           open the notebooks in JupyterLab (installs it into .venv once)"
-	@echo "make student       write the student edition (solutions stubbed) to student_edition/"
+	@echo "make lab           open the notebooks in JupyterLab with MyST rendering (installed once)"
+	@echo "make student       the student kit in student_edition/: notebooks without solutions,"
+	@echo "                   the rlnotes wheel (dist/) and a README for students"
 	@echo "make student-book  build the student edition's HTML book into student_edition/_build/html"
 	@echo "make strip         remove outputs from the chapter notebooks before committing"
 	@echo "make clean         remove _build and student_edition"
@@ -52,6 +62,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory book-all
 	$(MAKE) --no-print-directory test-nbval
 	$(MAKE) --no-print-directory test-browser
+	$(MAKE) --no-print-directory test-tools
 	@echo "make test: all checks passed"
 
 test-unit: $(STAMP)
@@ -67,15 +78,38 @@ test-nbval: $(STAMP)
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest tests/browser -q
 
+# nbgrader's own generate_assignment/autograde on our course, and JupyterLab rendering a chapter.
+test-tools: lab-env nbgrader-env
+	RLNOTES_LAB_VENV=$(LAB_VENV) RLNOTES_LAB_KERNELS=$(LAB_KERNELS) \
+	RLNOTES_NBGRADER_VENV=$(NBGRADER_VENV) $(BIN)/python -m pytest tests/tools -q
+
 strip: $(STAMP)
 	$(BIN)/python tools/strip_notebooks.py book
 
-lab: $(STAMP)
-	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet jupyterlab==4.6.6
-	$(BIN)/jupyter lab book
+$(LAB_VENV)/.installed:
+	rm -rf $(LAB_VENV) && $(PYTHON) -m venv $(LAB_VENV)
+	$(LAB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		jupyterlab==$(LAB_VERSION) jupyterlab-myst==$(MYST_VERSION)
+	@touch $@
+
+# The kernel JupyterLab starts for the notebooks ("python3") is the book's .venv.
+lab-env: $(STAMP) $(LAB_VENV)/.installed
+	@$(BIN)/python -m ipykernel install --prefix $(abspath $(VENV))/lab --name python3 \
+		--display-name "Python 3 (rlnotes)" >/dev/null 2>&1
+
+lab: lab-env
+	JUPYTER_PATH=$(LAB_KERNELS) $(LAB_VENV)/bin/jupyter lab book
+
+$(NBGRADER_VENV)/.installed:
+	rm -rf $(NBGRADER_VENV) && $(PYTHON) -m venv $(NBGRADER_VENV)
+	$(NBGRADER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		nbgrader==$(NBGRADER_VERSION)
+	@touch $@
+
+nbgrader-env: $(NBGRADER_VENV)/.installed
 
 student: $(STAMP)
-	$(BIN)/python -m rlnotes.exercises student student_edition
+	$(BIN)/python -m rlnotes.exercises student student_edition --kit
 
 student-book: student
 	$(BIN)/python -m rlnotes.exercises student-book student_edition

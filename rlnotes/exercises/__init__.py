@@ -2,11 +2,11 @@
 
 Checks for each chapter live in their own module and are re-exported here, so a notebook writes
 ``from rlnotes.exercises import check_value_iteration``. The command line
-(``python -m rlnotes.exercises student|student-book|grade``) is in ``__main__.py``.
+(``python -m rlnotes.exercises student|student-book|grade|nbgrader``) is in ``__main__.py``.
 """
 
-from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
-                                    expect_own_work)
+from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
+                                    expect_own_work, format_mismatch)
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
 from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
@@ -21,7 +21,8 @@ from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_
                                   check_weighted_importance_sampling)
 
 __all__ = [
-    "CHECKS", "ExerciseFailed", "check", "expect", "expect_close", "expect_own_work",
+    "CHECKS", "ExerciseFailed", "Parts", "check", "expect", "expect_close", "expect_own_work",
+    "format_mismatch",
     # MDPs and dynamic programming
     "check_policy_evaluation", "check_q_values", "check_value_iteration",
     "check_in_place_evaluation", "check_modified_policy_iteration",

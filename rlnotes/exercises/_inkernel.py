@@ -169,7 +169,8 @@ def _prelude():
     except Exception:
         state.shell = None
     state.findings = []
-    _write({"ok": True})
+    import os as _os
+    _write({"ok": True, "pid": _os.getpid()})
 
 
 def _add(findings, scope, message):
@@ -369,7 +370,10 @@ def _check():
             hint = getattr(err, "hint", None)
             if hint:
                 detail = f"{detail} Hint: {hint}"
-            _write({"passed": False, "kind": "failed", "detail": _one_line(detail)})
+            credit = getattr(err, "credit", 0.0)
+            credit = float(credit) if isinstance(credit, (int, float)) and 0 <= credit < 1 else 0.0
+            _write({"passed": False, "kind": "failed", "detail": _one_line(detail),
+                    "credit": credit})
         elif isinstance(err, NotImplementedError):
             _write({"passed": False, "kind": "not done",
                     "detail": "not done: the solution still raises NotImplementedError"})

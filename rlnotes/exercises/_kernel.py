@@ -99,6 +99,18 @@ def describe_exit(code: int | None) -> str:
     return f"kernel died: exit status {code} (os._exit or a crash?)"
 
 
+def _running(pid: int | None) -> bool:
+    """Whether process ``pid`` exists and has not finished (a zombie has)."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        return data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 class LimitedKernel:
     """One kernel process with resource limits; :meth:`run` executes code with a time limit."""
 
@@ -120,6 +132,10 @@ class LimitedKernel:
         full_env = dict(os.environ if env is None else env)
         full_env["RLNOTES_GRADER_MEMORY_BYTES"] = str(int(memory_mb) * 2**20)
         self.memory_mb = memory_mb
+        #: The ipykernel process (the launcher's child), once the grader has learnt it: a
+        #: notebook that kills the launcher leaves the kernel running, adopted by the grader.
+        self.kernel_pid: int | None = None
+        self.killed = False
         self.km = _Manager()
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.exit_code: int | None = None
@@ -140,7 +156,9 @@ class LimitedKernel:
             self.exit_code = proc.poll()
 
     def alive(self) -> bool:
-        alive = self.km.is_alive()
+        if self.killed:  # the kernel may take a moment to exit on a loaded machine
+            return False
+        alive = self.km.is_alive() or _running(self.kernel_pid)
         if not alive:
             self._record_exit()
         return alive
@@ -207,11 +225,25 @@ class LimitedKernel:
             return Reply("error", str(content.get("ename", "")), str(content.get("evalue", "")),
                          elapsed)
 
+    def pids(self) -> set:
+        """The launcher's and the kernel's process ids (those known)."""
+        proc = getattr(self.km.provisioner, "process", None) if self.km.provisioner else None
+        return {pid for pid in (getattr(proc, "pid", None), self.kernel_pid) if pid}
+
+    def _kill_kernel_process(self) -> None:
+        if _running(self.kernel_pid):
+            try:
+                os.kill(self.kernel_pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def kill(self) -> None:
+        self.killed = True
         try:
             self.km.shutdown_kernel(now=True)
         except Exception:
             pass
+        self._kill_kernel_process()
         self._record_exit()
 
     def shutdown(self) -> None:
@@ -224,6 +256,7 @@ class LimitedKernel:
                 self.km.shutdown_kernel(now=True)
             except Exception:
                 pass
+        self._kill_kernel_process()
         try:
             self.km.cleanup_resources()
         except Exception:

@@ -9,6 +9,10 @@ Everything here is plain text processing (no kernel, no imports of chapter code)
   (:func:`strip_written_solutions`);
 * coding exercises: a code cell holding a solution region, followed by the check cell that
   calls one registered check (:func:`find_exercises`);
+* the exercises section: the cells from the ``## Exercises`` heading to the end of the
+  notebook, which start with their own setup cell and run on their own
+  (:func:`exercises_section`);
+* points: a line ``# points: 2`` in a check cell (default 1; :func:`check_cell_points`);
 * the book: its root folder (:func:`find_book_dir`) and its chapter notebooks
   (:func:`chapter_notebooks`).
 """
@@ -35,6 +39,10 @@ _LABEL_RE = re.compile(r"^[ \t]*:label:[ \t]*(?P<label>\S+)[ \t]*$")
 _LITERAL_DIRECTIVES = {"code", "code-block", "code-cell", "sourcecode", "literalinclude", "math",
                        "raw", "eval-rst", "eval-md", "csv-table", "mermaid", "graphviz"}
 _EXERCISE_DIRECTIVES = {"exercise", "exercise-start"}
+#: The heading that opens a chapter's exercises section (a line of a Markdown cell).
+EXERCISES_HEADING_RE = re.compile(r"^[ ]{0,3}##[ \t]+Exercises[ \t]*#*[ \t]*$", re.M)
+#: The points of a coding exercise: a comment line in its check cell.
+POINTS_RE = re.compile(r"^[ \t]*#[ \t]*points[ \t]*:[ \t]*(?P<value>.*?)[ \t]*$", re.M | re.I)
 
 
 class FormatError(ValueError):
@@ -234,6 +242,42 @@ class Exercise:
     check: CheckCall
     solution_cell: int      # index of the code cell with the solution region(s)
     check_cell: int         # index of the check cell
+    points: float = 1.0     # from a line "# points: N" in the check cell
+
+
+def check_cell_points(source: str, where: str = "check cell") -> float:
+    """The points of a check cell: the number on a line ``# points: N`` (default 1).
+
+    Raises :class:`FormatError` for a value that is not a positive number, or for two such lines.
+    """
+    found = POINTS_RE.findall(source)
+    if not found:
+        return 1.0
+    if len(found) > 1:
+        raise FormatError(f"{where}: more than one '# points:' line")
+    try:
+        value = float(found[0])
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise FormatError(f"{where}: '# points: {found[0]}' must give a positive number of points")
+    return value
+
+
+def is_exercises_heading(cell) -> bool:
+    """Whether ``cell`` is a Markdown cell holding the ``## Exercises`` heading."""
+    return cell.get("cell_type") == "markdown" and bool(EXERCISES_HEADING_RE.search(cell_text(cell)))
+
+
+def exercises_section(cells) -> int | None:
+    """Index of the first cell after the Markdown cell with the ``## Exercises`` heading (the
+    exercises section runs from there to the end of the notebook), or None without a heading.
+    With several such headings, the last one counts."""
+    start = None
+    for i, cell in enumerate(cells):
+        if isinstance(cell, dict) and is_exercises_heading(cell):
+            start = i + 1
+    return start
 
 
 def _check_call(source: str, is_check) -> CheckCall | None:
@@ -323,7 +367,9 @@ def find_exercises(nb, is_check=default_is_check, where: str = "notebook") -> tu
             warnings.append(f"{where}, cell {i}: a solution region with no check cell after it "
                             "(the region is stubbed in the student edition but not graded)")
             continue
-        found.append(Exercise(id="", label=label, check=call, solution_cell=i, check_cell=nxt))
+        points = check_cell_points(cell_text(cells[nxt]), f"{where}, cell {nxt}")
+        found.append(Exercise(id="", label=label, check=call, solution_cell=i, check_cell=nxt,
+                              points=points))
     per_label: dict = {}
     for ex in found:
         per_label.setdefault(ex.label, []).append(ex)

@@ -20,12 +20,73 @@ CHECKS: dict = {}
 
 
 class ExerciseFailed(AssertionError):
-    """A check found a mistake. ``hint`` says where to look."""
+    """A check found a mistake. ``hint`` says where to look.
 
-    def __init__(self, message: str, hint: str | None = None):
+    ``credit`` (0 <= credit < 1, default 0) is the fraction of the exercise's points earned
+    anyway; only checks made of independent parts set it (see :class:`Parts`).
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, credit: float = 0.0):
         super().__init__(message if hint is None else f"{message} Hint: {hint}")
+        if isinstance(credit, bool) or not isinstance(credit, (int, float)) or not 0 <= credit < 1:
+            raise ValueError(f"credit must be a number in [0, 1), got {credit!r}")
         self.message = message
         self.hint = hint
+        self.credit = float(credit)
+
+
+class Parts:
+    """A check made of independent parts, each worth an equal share of the points.
+
+    ::
+
+        parts = Parts()
+        with parts("random transitions"):
+            ...  # raises ExerciseFailed on a mistake
+        with parts("learns FrozenLake"):
+            ...
+        parts.finish()   # raises ExerciseFailed(credit=passed/total) if a part failed
+
+    Only :class:`ExerciseFailed` counts as a failed part; any other exception (the solution
+    crashed, or still raises ``NotImplementedError``) ends the check at once, with no credit.
+    """
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.failures: list[tuple[str, ExerciseFailed]] = []
+
+    def __call__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if name in self.names:
+            raise ValueError(f"name must be unique among the parts, {name!r} is used twice")
+        self.names.append(name)
+        return _Part(self, name)
+
+    def finish(self) -> None:
+        if not self.names:
+            raise ValueError("Parts.finish: no part was run")
+        if not self.failures:
+            return
+        passed = len(self.names) - len(self.failures)
+        message = " ".join(f"[{name}] {err.message}" for name, err in self.failures)
+        hints = dict.fromkeys(err.hint for _, err in self.failures if err.hint)
+        raise ExerciseFailed(f"{passed} of {len(self.names)} parts passed. {message}",
+                             " ".join(hints) or None, credit=passed / len(self.names))
+
+
+class _Part:
+    def __init__(self, parts: Parts, name: str):
+        self.parts, self.name = parts, name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is not None and issubclass(kind, ExerciseFailed):
+            self.parts.failures.append((self.name, err))
+            return True  # the next part runs
+        return False
 
 
 def check(func):
@@ -36,7 +97,8 @@ def check(func):
         try:
             func(*args, **kwargs)
         except ExerciseFailed as err:
-            print(f"FAILED {func.__name__}: {err.message}")
+            credit = f" (partial credit: {err.credit:.0%})" if err.credit else ""
+            print(f"FAILED {func.__name__}: {err.message}{credit}")
             if err.hint:
                 print(f"  hint: {err.hint}")
             raise
@@ -70,8 +132,22 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-6, rtol: float
         worst = int(np.argmax(np.abs(actual - expected)))
         idx = np.unravel_index(worst, expected.shape) if expected.shape else ()
         raise ExerciseFailed(
-            f"{what} is off: at index {tuple(int(i) for i in idx)} got "
-            f"{actual[idx]:.6g}, expected {expected[idx]:.6g}.", hint)
+            f"{what} is off: at index {tuple(int(i) for i in idx)} "
+            f"{format_mismatch(actual[idx], expected[idx], atol=atol, rtol=rtol)}.", hint)
+
+
+def format_mismatch(got, expected, *, atol: float = 1e-6, rtol: float = 1e-6) -> str:
+    """``"got X, expected Y (off by E, tolerance T)"`` with enough digits that X and Y differ
+    on the page: a difference of 1e-10 is not shown as two equal six-digit numbers."""
+    got, expected = float(got), float(expected)
+    diff = abs(got - expected)
+    digits = 6
+    while digits < 17 and f"{got:.{digits}g}" == f"{expected:.{digits}g}":
+        digits += 1
+    text = f"got {got:.{digits}g}, expected {expected:.{digits}g}"
+    if diff == diff:  # not NaN
+        text += f" (off by {diff:.2g}, tolerance {atol + rtol * abs(expected):.2g})"
+    return text
 
 
 def expect_own_work(func, *references, hint: str | None = None) -> None:

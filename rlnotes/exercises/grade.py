@@ -1,15 +1,19 @@
 """The local grader: ``python -m rlnotes.exercises grade SUBMISSIONS_DIR --out grades.csv``.
 
-For every student (a sub-folder of ``SUBMISSIONS_DIR``) and every chapter notebook of the book
-that has coding exercises, the grader
+For every student (see :mod:`rlnotes.exercises._submissions` for the layouts understood) and
+every chapter notebook of the book that has coding exercises (or those named by
+``--notebook``), the grader
 
 1. finds the student's copy of the notebook (same relative path as in the student edition, e.g.
    ``alice/book/mdp_dynamic_programming.ipynb``; failing that, a notebook of that file name
-   directly in the student's folder, or exactly one such file anywhere below it);
+   directly in the student's folder, in a zip, or exactly one notebook whose name, as an LMS
+   renames it, matches the chapter);
 2. starts a fresh kernel process with a memory limit (``--memory-mb``) in an empty working
-   folder and runs the notebook's code cells one by one, continuing past errors, with a time
-   limit per cell (``--cell-timeout``) and for the notebook (``--timeout``); the check cells
-   are skipped when they are unchanged (the grader runs the checks itself);
+   folder and runs the code cells of the notebook's **exercises section** (from the
+   ``## Exercises`` heading to the end; the section starts with its own setup cell, see
+   CONTRIBUTING.md) one by one, continuing past errors and past cells that run into the time
+   limit per cell (``--cell-timeout``), within a limit for the whole section (``--timeout``);
+   the check cells are skipped when they are unchanged (the grader runs the checks itself);
 3. in that kernel, where the student's functions live, checks for tampering, purges
    ``rlnotes`` and the check modules from ``sys.modules``, loads the check modules afresh from
    source the grader read at start-up, and calls each exercise's check (the undecorated
@@ -18,12 +22,12 @@ that has coding exercises, the grader
 
 Exercises are taken from the instructor's master notebooks (the book at ``--book-dir``), never
 from the submission. One CSV row per student and coding exercise:
-``student,notebook,exercise,passed,detail``.
+``student,notebook,exercise,passed,detail,points,max_points``. ``--jobs N`` grades N notebooks
+at once, each in a worker process of its own; the rows are the same as with ``--jobs 1``.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import importlib
 import importlib.util
@@ -39,26 +43,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlnotes.exercises._notebook import (
-    _SKIP_DIRS, Exercise, cell_text, chapter_notebooks, check_book_dir, find_exercises,
+    Exercise, cell_text, chapter_notebooks, check_book_dir, exercises_section, find_exercises,
+    is_exercises_heading,
 )
+from rlnotes.exercises._output import (
+    CSV_COLUMNS, SUMMARY_COLUMNS, OutputConflict, Row, write_feedback, write_grades,
+    write_summary,
+)
+from rlnotes.exercises._submissions import NothingToGrade, Student, collect_students, find_submission
 
-__all__ = ["Row", "grade", "load_checks", "master_exercises", "CSV_COLUMNS"]
+__all__ = ["Row", "grade", "load_checks", "master_exercises", "CSV_COLUMNS", "SUMMARY_COLUMNS",
+           "NothingToGrade", "OutputConflict", "default_jobs"]
 
-CSV_COLUMNS = ["student", "notebook", "exercise", "passed", "detail"]
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 _INKERNEL = Path(__file__).with_name("_inkernel.py")
-
-
-@dataclass
-class Row:
-    student: str
-    notebook: str
-    exercise: str
-    passed: int
-    detail: str = ""
-
-    def as_list(self) -> list:
-        return [self.student, self.notebook, self.exercise, self.passed, self.detail]
+NO_SECTION = ("the book's chapter has no '## Exercises' heading, so the grader cannot tell which "
+              "cells to run (CONTRIBUTING.md, Exercises: the section starts with that heading "
+              "and its own setup cell)")
 
 
 @dataclass
@@ -66,6 +67,13 @@ class _Master:
     rel: Path
     exercises: list[Exercise]
     check_cells: set = field(default_factory=set)
+    has_section: bool = True
+    setup: str = ""  # the first code cell of the master's exercises section
+    # Time limits learnt from grading the master notebook itself (the reference run): a
+    # looping submission costs seconds, not the full --cell-timeout/--check-timeout.
+    cell_limit: float = float("inf")
+    check_limits: dict = field(default_factory=dict)
+    cells: set = field(default_factory=set)  # the master's code cells, stripped
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -90,7 +98,7 @@ def load_checks(extra=()) -> dict:
     from rlnotes.exercises.core import CHECKS
 
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name in {"core", "student", "grade"}:
+        if info.name.startswith("_") or info.name in {"core", "student", "grade", "nbgrader"}:
             continue
         importlib.import_module(f"rlnotes.exercises.{info.name}")
     for path in extra:
@@ -105,17 +113,47 @@ def load_checks(extra=()) -> dict:
     return CHECKS
 
 
-def master_exercises(book_dir=None, checks=None) -> list[_Master]:
+def _select(book: Path, chapters: list[Path], notebooks) -> list[Path]:
+    """The chapters named by ``notebooks`` (paths as in the student edition, absolute paths
+    inside the book, or bare file names), in the order given."""
+    if isinstance(notebooks, (str, os.PathLike)):
+        notebooks = [notebooks]
+    chosen = []
+    for name in notebooks:
+        if not isinstance(name, (str, os.PathLike)) or str(name) == "":
+            raise ValueError(f"notebooks must be paths of chapter notebooks, got {name!r}")
+        path = Path(name)
+        if path.is_absolute():
+            try:
+                path = path.resolve().relative_to(book)
+            except ValueError:
+                path = Path(path.name)
+        hits = [c for c in chapters if c == path] or \
+            [c for c in chapters if c.name == path.name or c.stem == path.name]
+        if len(hits) != 1:
+            listed = ", ".join(c.as_posix() for c in chapters)
+            raise ValueError(f"notebook {str(name)!r} is not a chapter of the book; the chapters "
+                             f"are {listed}")
+        if hits[0] not in chosen:
+            chosen.append(hits[0])
+    return chosen
+
+
+def master_exercises(book_dir=None, checks=None, notebooks=None) -> list[_Master]:
     """The coding exercises of each chapter notebook of the book (notebooks without any are
-    left out). Raises ``ValueError`` when a check cell calls a check that is not registered."""
+    left out), or of the chapters named in ``notebooks``. Raises ``ValueError`` when a check
+    cell calls a check that is not registered, or a named chapter is not in the book or has no
+    coding exercises."""
     import nbformat
 
     book = check_book_dir(book_dir)
     checks = load_checks() if checks is None else checks
     if not isinstance(checks, dict):
         raise ValueError(f"checks must be a dict of registered checks, got {type(checks).__name__}")
+    chapters = chapter_notebooks(book)
+    selected = None if notebooks is None else _select(book, chapters, notebooks)
     masters = []
-    for rel in chapter_notebooks(book):
+    for rel in (chapters if selected is None else selected):
         nb = nbformat.read(book / rel, as_version=4)
         exercises, warnings = find_exercises(nb, where=str(rel))
         for warning in warnings:
@@ -125,10 +163,24 @@ def master_exercises(book_dir=None, checks=None) -> list[_Master]:
                 raise ValueError(f"book: {rel} (exercise {ex.id}) calls {ex.check.name}, which is "
                                  "not a registered check; define it with @check in "
                                  "rlnotes/exercises/<chapter>.py or pass its file with --checks")
+        if not exercises and selected is not None:
+            raise ValueError(f"notebook {rel.as_posix()} has no coding exercises to grade")
         if exercises:
             cells = nb["cells"]
+            start = exercises_section(cells)
+            if start is None:
+                print(f"warning: {rel}: {NO_SECTION}; its exercises are failed for every "
+                      "student", file=sys.stderr)
+            elif any(ex.solution_cell < start for ex in exercises):
+                raise ValueError(f"book: {rel} has a coding exercise above its '## Exercises' "
+                                 "heading; the grader runs only the exercises section")
+            setup = next((cell_text(c) for c in cells[start or 0:] if c.get("cell_type") == "code"),
+                         "") if start is not None else ""
             masters.append(_Master(rel, exercises,
-                                   {cell_text(cells[ex.check_cell]).strip() for ex in exercises}))
+                                   {cell_text(cells[ex.check_cell]).strip() for ex in exercises},
+                                   has_section=start is not None, setup=setup.strip(),
+                                   cells={cell_text(c).strip() for c in cells
+                                          if c.get("cell_type") == "code"}))
     return masters
 
 
@@ -136,31 +188,10 @@ def master_exercises(book_dir=None, checks=None) -> list[_Master]:
 # Submissions
 
 
-def _students(submissions: Path) -> list[Path]:
-    return sorted(p for p in submissions.iterdir()
-                  if p.is_dir() and not p.name.startswith((".", "__")))
-
-
-def _find_submission(student: Path, rel: Path) -> tuple[Path | None, str]:
-    exact = student / rel
-    if exact.is_file():
-        return exact, ""
-    direct = student / rel.name
-    if direct.is_file():
-        return direct, ""
-    matches = [p for p in student.rglob(rel.name)
-               if p.is_file() and not any(part in _SKIP_DIRS or part.startswith(".")
-                                          for part in p.relative_to(student).parts[:-1])]
-    if len(matches) == 1:
-        return matches[0], ""
-    if len(matches) > 1:
-        return None, (f"ambiguous: {len(matches)} notebooks named {rel.name} in the submission; "
-                      f"put one at {rel.as_posix()}")
-    return None, f"missing: no {rel.as_posix()} in the submission"
-
-
-def _read_code_cells(path: Path) -> list[str]:
-    """The code cells of a submitted notebook; raises ValueError with a readable reason."""
+def _read_code_cells(path: Path) -> tuple[list[str], int | None]:
+    """The code cells of a submitted notebook, and the index (among them) of the first code
+    cell of the exercises section (None without an ``## Exercises`` heading); raises ValueError
+    with a readable reason."""
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise ValueError(f"invalid notebook: {size / 2**20:.0f} MB, above the "
@@ -187,14 +218,18 @@ def _read_code_cells(path: Path) -> list[str]:
     cells = data.get("cells")
     if not isinstance(cells, list):
         raise ValueError("invalid notebook: no list of cells")
-    code = []
+    code, section = [], None
     for cell in cells:
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            try:
+        if not isinstance(cell, dict):
+            continue
+        try:
+            if cell.get("cell_type") == "code":
                 code.append(cell_text(cell))
-            except ValueError as err:
-                raise ValueError(f"invalid notebook: {err}") from None
-    return code
+            elif is_exercises_heading(cell):
+                section = len(code)
+        except ValueError as err:
+            raise ValueError(f"invalid notebook: {err}") from None
+    return code, section
 
 
 def _defining_cell(cells: list[str], names: list[str]) -> int | None:
@@ -294,13 +329,17 @@ class _Env:
 class _Run:
     """Grading of one submitted notebook in one kernel."""
 
-    def __init__(self, env: _Env, master: _Master, cells: list[str], tag: str):
+    def __init__(self, env: _Env, master: _Master, cells: list[str], tag: str, start: int = 0):
         self.env, self.master, self.cells, self.tag = env, master, cells, tag
+        self.start = start  # the first code cell of the exercises section
         self.results: dict[str, dict] = {}
         self.findings: list = []
         self.cell_errors: dict[int, str] = {}
         self.fatal: str | None = None
         self.untrusted: str | None = None
+        self.own_pids: set = set()  # the launcher and the kernel: not "left running"
+        self.cell_seconds: float = 0.0
+        self.check_seconds: dict = {}
         self.cwd = env.workdir / f"work-{tag}"
 
     def _phase(self, kernel, phase: str, timeout: float, **params) -> tuple[dict | None, object]:
@@ -338,6 +377,7 @@ class _Run:
         try:
             self._execute(kernel)
         finally:
+            self.own_pids = kernel.pids()
             kernel.shutdown()
             shutil.rmtree(cwd, ignore_errors=True)
 
@@ -347,29 +387,41 @@ class _Run:
         if result is None:
             self.fatal = f"grader error: the kernel did not run the grader's prelude ({reply.status}: {reply.evalue})"
             return
+        if isinstance(result.get("pid"), int) and result["pid"] > 1:
+            kernel.kernel_pid = result["pid"]
         start = time.monotonic()
         for i, src in enumerate(self.cells):
-            if not src.strip() or src.strip() in self.master.check_cells:
+            if i < self.start or not src.strip() or src.strip() in self.master.check_cells:
                 continue
             left = env.timeout - (time.monotonic() - start)
             if left <= 0:
                 self.fatal = f"timed out: the notebook ran past the {env.timeout:g} s limit (at code cell {i + 1})"
                 return
-            limit = min(env.cell_timeout, left)
+            # The book's own cells (the setup cell above all: its imports are the slowest code
+            # of the section, and slower still on a loaded machine) get the full limit.
+            cap = env.cell_timeout if src.strip() in self.master.cells else \
+                min(env.cell_timeout, self.master.cell_limit)
+            limit = min(cap, left)
             reply = kernel.run(src, limit, grace=min(10.0, max(2.0, limit / 2)))
+            self.cell_seconds = max(self.cell_seconds, reply.seconds)
             if reply.status == "dead":
                 self.fatal = f"{reply.evalue} (while running code cell {i + 1})"
                 return
             if reply.status == "timeout":
-                # A broken resource limit fails the whole notebook (the kernel is not trusted to
-                # be in a sane state); ordinary exceptions are left to the checks.
-                if limit < env.cell_timeout:
-                    self.fatal = (f"timed out: the notebook ran past the {env.timeout:g} s limit "
-                                  f"(at code cell {i + 1})")
-                else:
+                # A cell interrupted at its time limit counts like a cell that raised: the
+                # exercises it defines fail, the others are graded. A kernel that had to be
+                # killed, or the limit of the whole section, fails the notebook.
+                if limit < cap:
+                    self.fatal = (f"timed out: the exercises section ran past the "
+                                  f"{env.timeout:g} s limit (at code cell {i + 1})")
+                    return
+                if not kernel.alive():
                     self.fatal = (f"timed out: code cell {i + 1} ran past the {limit:g} s limit "
-                                  "per cell (an endless loop?)")
-                return
+                                  "per cell and ignored the interrupt (an endless loop?)")
+                    return
+                self.cell_errors[i] = (f"code cell {i + 1} ran past the {limit:g} s limit per "
+                                       "cell and was interrupted (an endless loop?)")
+                continue
             if reply.status == "error":
                 if _out_of_memory(reply.ename, reply.evalue):
                     self.fatal = (f"out of memory: code cell {i + 1} went past the "
@@ -392,11 +444,19 @@ class _Run:
             return
         self.findings += result.get("findings", [])
         if result.get("errors"):
-            self.fatal = _one_line(f"grader error: loading the check module failed: {result['errors']}")
+            if self.cell_errors:  # an interrupted import, say: the notebook's doing
+                first = self.cell_errors[min(self.cell_errors)]
+                self.fatal = _one_line(f"{first}; afterwards the grader could not load its "
+                                       f"checks in the kernel ({result['errors']})")
+            else:
+                self.fatal = _one_line(f"grader error: loading the check module failed: "
+                                       f"{result['errors']}")
             return
         for n, ex in enumerate(self.master.exercises):
-            result, reply = self._phase(kernel, "check", env.check_timeout, check=ex.check.name,
+            limit = min(env.check_timeout, self.master.check_limits.get(ex.id, float("inf")))
+            result, reply = self._phase(kernel, "check", limit, check=ex.check.name,
                                         args=ex.check.args, kwargs=ex.check.kwargs)
+            self.check_seconds[ex.id] = reply.seconds
             if reply.status == "dead":
                 self.results[ex.id] = {"passed": False,
                                        "detail": f"{reply.evalue} (during the check)"}
@@ -406,7 +466,7 @@ class _Run:
                 return
             if reply.status == "timeout":
                 self.results[ex.id] = {"passed": False, "detail": (
-                    f"timed out: the check ran past {env.check_timeout:g} s (an endless loop?)")}
+                    f"timed out: the check ran past {limit:.3g} s (an endless loop?)")}
                 if not kernel.alive():
                     for later in self.master.exercises[n + 1:]:
                         self.results[later.id] = {"passed": False, "detail": (
@@ -434,7 +494,7 @@ class _Run:
         for ex in self.master.exercises:
             nb = self.master.rel.as_posix()
             if self.fatal and ex.id not in self.results:
-                rows.append(Row(student, nb, ex.id, 0, _one_line(self.fatal)))
+                rows.append(Row(student, nb, ex.id, 0, _one_line(self.fatal), 0.0, ex.points))
                 continue
             res = self.results.get(ex.id, {"passed": False, "detail": "grader error: not graded"})
             passed = bool(res.get("passed"))
@@ -457,7 +517,16 @@ class _Run:
                     detail = f"{detail} [{first}]"
             if res.get("kind") == "missing" and not passed and not tamper:
                 detail = f"the check's argument is not defined: {detail}"
-            rows.append(Row(student, nb, ex.id, int(passed), _one_line(detail)))
+                above = _defining_cell(self.cells[:self.start], ex.check.names())
+                if above is not None and not self.untrusted:
+                    detail = (f"{detail} [{', '.join(ex.check.names())} is defined in code cell "
+                              f"{above + 1}, above the '## Exercises' heading: the grader runs "
+                              "only the exercises section, so define it there]")
+            credit = 1.0 if passed else max(0.0, min(float(res.get("credit") or 0.0), 0.99))
+            if tamper or self.untrusted:
+                credit = 0.0
+            rows.append(Row(student, nb, ex.id, int(passed), _one_line(detail),
+                            round(ex.points * credit, 2), ex.points))
         return rows
 
 
@@ -510,6 +579,8 @@ class _Reaper:
 
     @staticmethod
     def children() -> list[int]:
+        """The grader's child processes that are still running. Zombies (state Z: finished,
+        waiting to be collected) are collected here and not counted."""
         me, found = os.getpid(), []
         try:
             entries = os.listdir("/proc")
@@ -521,20 +592,37 @@ class _Reaper:
             try:
                 with open(f"/proc/{name}/stat", "rb") as fh:
                     stat = fh.read()
-                ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+                fields = stat[stat.rindex(b")") + 2:].split()
+                state, ppid = fields[0], int(fields[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == me:
-                found.append(int(name))
+            if ppid != me:
+                continue
+            if state in (b"Z", b"X"):
+                try:
+                    os.waitpid(int(name), os.WNOHANG)
+                except OSError:
+                    pass
+                continue
+            found.append(int(name))
         return found
 
-    def reap(self) -> int:
-        """Kill (and wait for) the leftover children; returns how many were killed."""
+    def reap(self, expected=()) -> int:
+        """Kill (and wait for) the leftover children that are still running; returns how many
+        were killed, not counting ``expected`` (the kernel and its launcher, which may still be
+        exiting) nor processes that finish within a short grace period (killed with their
+        kernel's process group, say); finished processes are collected silently."""
         if not self.enabled:
             return 0
         import signal
 
-        killed = 0
+        expected = set(expected)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if not [pid for pid in self.children() if pid not in self.keep | expected]:
+                break
+            time.sleep(0.05)
+        killed = set()
         for _ in range(20):
             extra = [pid for pid in self.children() if pid not in self.keep]
             if not extra:
@@ -542,7 +630,8 @@ class _Reaper:
             for pid in extra:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
+                    if pid not in expected:
+                        killed.add(pid)
                 except OSError:
                     pass
             for pid in extra:
@@ -550,7 +639,7 @@ class _Reaper:
                     os.waitpid(pid, 0)
                 except OSError:
                     pass
-        return killed
+        return len(killed)
 
 
 def _out_of_memory(ename: str, evalue: str) -> bool:
@@ -576,83 +665,278 @@ def _positive(value, name: str, minimum: float = 0.0) -> float:
     return float(value)
 
 
-def grade(submissions_dir, out=None, book_dir=None, *, timeout: float = 300,
-          cell_timeout: float = 120, check_timeout: float = 60, memory_mb: int = 4096,
-          checks=(), progress: bool = True, summary: bool = True) -> list[Row]:
-    """Grade every student folder in ``submissions_dir`` against the book at ``book_dir``.
+def default_jobs() -> int:
+    """The number of CPU cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
-    Writes the CSV to ``out`` (when given) as it goes, prints a summary table when ``summary``
-    is true, and returns the rows. ``checks`` lists extra check module files (for books whose
-    checks live outside ``rlnotes.exercises``). Limits: ``timeout`` s for running one notebook's
-    cells, ``cell_timeout`` s per cell, ``check_timeout`` s per check, ``memory_mb`` MB of
-    memory (``RLIMIT_DATA``) per kernel.
+
+def _check_out_path(out, name: str) -> None:
+    if not isinstance(out, (str, os.PathLike)) or str(out) == "":
+        raise ValueError(f"{name} must be a file path, got {out!r}")
+    if Path(out).is_dir():
+        raise ValueError(f"{name} must be a file path, {str(out)!r} is a folder")
+    if not Path(out).resolve().parent.is_dir():
+        raise ValueError(f"{name} must be in an existing folder, got {str(out)!r}")
+
+
+def grade(submissions_dir, out=None, book_dir=None, *, notebooks=None, jobs: int | None = None,
+          timeout: float = 300, cell_timeout: float = 60, check_timeout: float = 60,
+          memory_mb: int = 4096, checks=(), progress: bool = True, summary: bool = True,
+          summary_out=None, feedback_dir=None, force: bool = False, merge: bool = False,
+          adapt_limits: bool = True) -> list[Row]:
+    """Grade every student in ``submissions_dir`` against the book at ``book_dir``.
+
+    ``notebooks`` (paths as in the student edition) limits grading to those chapters; ``jobs``
+    notebooks are graded at once (default: the number of CPU cores; the rows do not depend on
+    it). Writes the grades CSV to ``out`` (when given; atomically, and never dropping rows of an
+    existing file unless ``force``, or keeping them with ``merge``), the per-student summary to
+    ``summary_out`` (default ``<out>_summary.csv``) and one Markdown feedback file per student
+    into ``feedback_dir`` (default ``<out>_feedback/``). Prints a summary table when ``summary``
+    is true, and returns the rows.
+
+    With ``adapt_limits`` (the default), the grader first grades the book's own notebook of each
+    chapter (the reference run; a warning names any check that fails there) and limits each
+    check to ``max(10 s, 10 x`` its reference time) and each cell the book does not have to
+    ``max(20 s, 10 x`` the slowest reference cell), never more than ``check_timeout`` and
+    ``cell_timeout``: an endless loop then costs seconds. Limits come from the master run's
+    duration, so a loaded machine gets longer limits too.
+
+    Raises :class:`NothingToGrade` (a ``ValueError``), leaving every file as it was, when there is
+    no student, or no student's notebook could be found and read. ``checks`` lists extra check
+    module files. Limits: ``timeout`` s for running one notebook's exercises section,
+    ``cell_timeout`` s per cell, ``check_timeout`` s per check, ``memory_mb`` MB of memory
+    (``RLIMIT_DATA``) per kernel.
     """
     if not isinstance(submissions_dir, (str, os.PathLike)) or not Path(submissions_dir).is_dir():
         raise ValueError(f"submissions_dir must be an existing folder, got {submissions_dir!r}")
     if out is not None:
-        if not isinstance(out, (str, os.PathLike)) or str(out) == "":
-            raise ValueError(f"out must be a file path, got {out!r}")
-        if Path(out).is_dir():
-            raise ValueError(f"out must be a file path, {str(out)!r} is a folder")
-        if not Path(out).resolve().parent.is_dir():
-            raise ValueError(f"out must be in an existing folder, got {str(out)!r}")
+        _check_out_path(out, "out")
+        out = Path(out)
+        summary_out = summary_out if summary_out is not None else \
+            out.with_name(f"{out.stem}_summary.csv")
+        feedback_dir = feedback_dir if feedback_dir is not None else out.with_name(f"{out.stem}_feedback")
+    if summary_out is not None:
+        _check_out_path(summary_out, "summary_out")
+    if feedback_dir is not None:
+        if not isinstance(feedback_dir, (str, os.PathLike)) or str(feedback_dir) == "" or \
+                Path(feedback_dir).is_file():
+            raise ValueError(f"feedback_dir must be a folder path, got {feedback_dir!r}")
+    if jobs is None:
+        jobs = default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number of at least 1, got {jobs!r}")
     timeout = _positive(timeout, "timeout")
     cell_timeout = _positive(cell_timeout, "cell_timeout")
     check_timeout = _positive(check_timeout, "check_timeout")
     if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < 256:
         raise ValueError(f"memory_mb must be an integer of at least 256, got {memory_mb!r}")
     registry = load_checks(checks)
-    masters = master_exercises(book_dir, registry)
-    submissions = Path(submissions_dir)
-    students = _students(submissions)
+    masters = master_exercises(book_dir, registry, notebooks)
     if not masters:
-        print("warning: the book has no coding exercises; nothing to grade", file=sys.stderr)
-    if not students:
-        print(f"warning: no student folders in {submissions}", file=sys.stderr)
+        raise NothingToGrade("the book has no coding exercises; nothing to grade")
+    submissions = Path(submissions_dir)
     used = {ex.check.name for m in masters for ex in m.exercises}
+    limits = dict(memory_mb=memory_mb, timeout=timeout, cell_timeout=cell_timeout,
+                  check_timeout=check_timeout)
+    with tempfile.TemporaryDirectory(prefix="rlnotes-grade-") as tmp:
+        tmp = Path(tmp)
+        students = collect_students(submissions, tmp)
+        items = []
+        for si, student in enumerate(students):
+            for mi, master in enumerate(masters):
+                path, why = find_submission(student, master.rel)
+                items.append((si, mi, path, why))
+        if not any(path is not None for _, _, path, _ in items):
+            names = ", ".join(m.rel.as_posix() for m in masters)
+            raise NothingToGrade(f"none of the {len(students)} student(s) in {submissions} has a "
+                                 f"notebook for {names} (e.g. {items[0][3]})")
+        results: dict = {}
+        timings: dict = {}
+        todo = [(si, mi, path) for si, mi, path, _ in items if path is not None]
+        for si, mi, path, why in items:
+            if path is None:
+                results[(si, mi)] = ([Row(students[si].name, masters[mi].rel.as_posix(), ex.id, 0,
+                                          why, 0.0, ex.points) for ex in masters[mi].exercises], [])
+        setup = (tmp, registry, used, limits, masters)
+        if adapt_limits:
+            _reference_runs(setup, check_book_dir(book_dir))
+        bar = _progress(len(todo), progress)
+        work = [(students[si].name, si, mi, str(path)) for si, mi, path in todo]
+        for (si, mi), rows, warns, seconds in _run_all(work, setup, jobs, bar):
+            results[(si, mi)] = (rows, warns)
+            timings[students[si].name] = timings.get(students[si].name, 0.0) + seconds
+        if hasattr(bar, "close"):
+            bar.close()
     rows: list[Row] = []
-    timings: dict[str, float] = {}
-    handle = open(out, "w", newline="", encoding="utf-8") if out is not None else None
-    try:
-        writer = csv.writer(handle) if handle else None
-        if writer:
-            writer.writerow(CSV_COLUMNS)
-            handle.flush()
-        with tempfile.TemporaryDirectory(prefix="rlnotes-grade-") as tmp:
-            env = _Env(Path(tmp), registry, used, memory_mb, timeout, cell_timeout, check_timeout)
-            env.reaper = _Reaper()
-            bar = _progress(students, progress)
-            for k, student in enumerate(bar):
-                if hasattr(bar, "set_postfix_str"):
-                    bar.set_postfix_str(student.name[:30])
-                started = time.monotonic()
-                student_rows = []
-                for m, master in enumerate(masters):
-                    student_rows += _grade_notebook(env, student, master, f"{k}-{m}")
-                timings[student.name] = time.monotonic() - started
-                rows += student_rows
-                if writer:
-                    for row in student_rows:
-                        writer.writerow(row.as_list())
-                    handle.flush()
-    finally:
-        if handle:
-            handle.close()
+    files: dict = {}
+    for si, student in enumerate(students):
+        for mi, master in enumerate(masters):
+            got, warns = results[(si, mi)]
+            for warning in warns:
+                print(f"warning: {warning}", file=sys.stderr)
+            rows += got
+        files[student.name] = {m.rel.as_posix(): _shown(submissions, items[si * len(masters) + mi][2])
+                               for mi, m in enumerate(masters)}
+    if not any(r.detail.split(":")[0] not in ("missing", "ambiguous") for r in rows):
+        raise NothingToGrade(f"no notebook in {submissions} could be graded")
+    if out is not None:
+        try:
+            write_grades(out, rows, replace=force, merge=merge)
+        except OutputConflict as err:
+            # Keep this run's work anyway, next to the file it would not replace.
+            spare = out.with_name(f"{out.stem}.new{out.suffix or '.csv'}")
+            write_grades(spare, rows, replace=True)
+            raise OutputConflict(f"{err}. This run's grades are in {spare}") from None
+        write_summary(summary_out, out)
+        if feedback_dir is not None:
+            write_feedback(feedback_dir, rows, files)
     if summary:
         print(summary_table(rows, timings))
     return rows
 
 
-def _grade_notebook(env: _Env, student: Path, master: _Master, tag: str) -> list[Row]:
-    nb = master.rel.as_posix()
-    path, why = _find_submission(student, master.rel)
+def _shown(submissions: Path, path) -> str:
     if path is None:
-        return [Row(student.name, nb, ex.id, 0, why) for ex in master.exercises]
+        return ""
     try:
-        cells = _read_code_cells(path)
+        return Path(path).relative_to(submissions).as_posix()
+    except ValueError:
+        return Path(path).name  # unpacked from a zip
+
+
+_WORKER: dict = {}
+REF_FACTOR, REF_CHECK_FLOOR, REF_CELL_FLOOR = 10.0, 10.0, 20.0
+
+
+def _reference_runs(setup, book: Path) -> None:
+    """Grade each master notebook as a student would be graded; set its adaptive limits."""
+    env = _worker_env(setup)
+    for mi, master in enumerate(setup[4]):
+        if not master.has_section:
+            continue
+        cells, start = _read_code_cells(book / master.rel)
+        run = _Run(env, master, cells, f"ref-{mi}", start or 0)
+        try:
+            run.execute()
+        except Exception as err:  # noqa: BLE001
+            run.fatal = f"grader error: {type(err).__name__}: {err}"
+        finally:
+            env.restore()
+            if getattr(env, "reaper", None) is not None:
+                env.reaper.reap(run.own_pids)
+        failed = [r for r in run.rows("(book)") if not r.passed]
+        for r in failed:
+            print(f"warning: the book's own {master.rel.as_posix()} fails {r.exercise} "
+                  f"({r.detail}); its time limits are not adapted", file=sys.stderr)
+        if run.fatal:
+            continue
+        master.cell_limit = max(REF_CELL_FLOOR, REF_FACTOR * run.cell_seconds)
+        bad = {r.exercise for r in failed}
+        master.check_limits = {ex: max(REF_CHECK_FLOOR, REF_FACTOR * sec)
+                               for ex, sec in run.check_seconds.items() if ex not in bad}
+
+
+def _worker_env(setup) -> _Env:
+    """This process's grading environment (one per worker process: its own private package
+    copy and its own reaper, so that workers never touch each other's kernels)."""
+    if "env" not in _WORKER:
+        tmp, registry, used, limits, masters = setup
+        workdir = Path(tmp) / f"worker-{os.getpid()}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        env = _Env(workdir, registry, used, limits["memory_mb"], limits["timeout"],
+                   limits["cell_timeout"], limits["check_timeout"])
+        env.reaper = _Reaper()
+        _WORKER.update(env=env, masters=masters)
+    return _WORKER["env"]
+
+
+def _grade_item(setup, item):
+    name, si, mi, path = item
+    env = _worker_env(setup)
+    master = setup[4][mi]
+    started = time.monotonic()
+    warns: list[str] = []
+    rows = _grade_notebook(env, name, Path(path), master, f"{si}-{mi}", warns)
+    return (si, mi), rows, warns, time.monotonic() - started
+
+
+def _pool_init(setup):
+    _WORKER.clear()
+    _WORKER["setup"] = setup
+
+
+def _pool_grade(item):
+    return _grade_item(_WORKER["setup"], item)
+
+
+def _run_all(work: list, setup, jobs: int, bar):
+    """Grade every item; yields results in the order they finish. With ``jobs`` > 1, worker
+    processes (forked, so they share the loaded checks) grade one notebook each at a time; an
+    item whose worker died is graded again in this process."""
+    jobs = min(jobs, len(work))
+    if jobs <= 1 or not hasattr(os, "fork"):
+        for item in work:
+            _advance(bar, item[0])
+            yield _grade_item(setup, item)
+        _WORKER.clear()
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    retry = []
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_pool_init,
+                             initargs=(setup,)) as pool:
+        futures = {pool.submit(_pool_grade, item): item for item in work}
+        for future in as_completed(futures):
+            item = futures[future]
+            try:
+                result = future.result()
+            except Exception:  # noqa: BLE001 - a worker killed by a notebook
+                retry.append(item)
+                continue
+            _advance(bar, item[0])
+            yield result
+    for item in retry:
+        _advance(bar, item[0])
+        try:
+            yield _grade_item(setup, item)
+        except Exception as err:  # noqa: BLE001
+            master = setup[4][item[2]]
+            yield ((item[1], item[2]), [Row(item[0], master.rel.as_posix(), ex.id, 0,
+                                            _one_line(f"grader error: {type(err).__name__}: {err}"),
+                                            0.0, ex.points) for ex in master.exercises], [], 0.0)
+    _WORKER.clear()
+
+
+def _advance(bar, name: str) -> None:
+    if hasattr(bar, "update"):
+        bar.set_postfix_str(name[:30])
+        bar.update(1)
+
+
+def _grade_notebook(env: _Env, student: str, path: Path, master: _Master, tag: str,
+                    warns: list) -> list[Row]:
+    nb = master.rel.as_posix()
+    if not master.has_section:
+        return [Row(student, nb, ex.id, 0, f"grader error: {NO_SECTION}", 0.0, ex.points)
+                for ex in master.exercises]
+    try:
+        cells, start = _read_code_cells(path)
     except (ValueError, OSError) as err:
-        return [Row(student.name, nb, ex.id, 0, _one_line(str(err))) for ex in master.exercises]
-    run = _Run(env, master, cells, tag)
+        return [Row(student, nb, ex.id, 0, _one_line(str(err)), 0.0, ex.points)
+                for ex in master.exercises]
+    if start is None:  # the heading was deleted: find the section by its setup cell
+        start = next((i for i, c in enumerate(cells) if master.setup and c.strip() == master.setup),
+                     None)
+    if start is None:
+        why = ("no exercises section: the notebook has no '## Exercises' heading (nor the "
+               "section's setup cell), and the grader runs only that section; restore the heading")
+        return [Row(student, nb, ex.id, 0, why, 0.0, ex.points) for ex in master.exercises]
+    run = _Run(env, master, cells, tag, start)
     try:
         run.execute()
     except Exception as err:  # noqa: BLE001 - one broken run must not stop the others
@@ -660,24 +944,26 @@ def _grade_notebook(env: _Env, student: Path, master: _Master, tag: str) -> list
     finally:
         env.restore()
         reaper = getattr(env, "reaper", None)
-        if reaper is not None and reaper.reap():
-            print(f"warning: {student.name}/{nb} left processes running after its kernel "
-                  "ended; they were killed", file=sys.stderr)
-    return run.rows(student.name)
+        if reaper is not None:
+            killed = reaper.reap(run.own_pids)
+            if killed:
+                warns.append(f"{student}/{nb} left {killed} process(es) running after its "
+                             "kernel ended; they were killed")
+    return run.rows(student)
 
 
-def _progress(items, enabled: bool):
+def _progress(total: int, enabled: bool):
     if not enabled:
-        return items
+        return None
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
-        return items
-    return tqdm(items, desc="grading", unit="student", file=sys.stderr)
+        return None
+    return tqdm(total=total, desc="grading", unit="notebook", file=sys.stderr)
 
 
 def summary_table(rows: list[Row], timings: dict | None = None) -> str:
-    """A plain-text summary: passes per exercise, and each student's score."""
+    """A plain-text summary: passes per exercise, and each student's points."""
     if not rows:
         return "No rows graded."
     exercises: dict = {}
@@ -686,18 +972,18 @@ def summary_table(rows: list[Row], timings: dict | None = None) -> str:
         key = (row.notebook, row.exercise)
         done, total = exercises.get(key, (0, 0))
         exercises[key] = (done + row.passed, total + 1)
-        done, total = students.get(row.student, (0, 0))
-        students[row.student] = (done + row.passed, total + 1)
+        got, most = students.get(row.student, (0.0, 0.0))
+        students[row.student] = (got + row.points, most + row.max_points)
     width = max(len(f"{nb}: {ex}") for nb, ex in exercises)
     lines = ["", "Per exercise (students passing):"]
     for (nb, ex), (done, total) in exercises.items():
         lines.append(f"  {f'{nb}: {ex}':<{width}}  {done:>4} / {total}")
     swidth = max(len(s) for s in students)
-    lines += ["", "Per student (exercises passed):"]
-    for name, (done, total) in students.items():
+    lines += ["", "Per student (points):"]
+    for name, (got, most) in students.items():
         t = f"   {timings[name]:6.1f} s" if timings and name in timings else ""
-        lines.append(f"  {name:<{swidth}}  {done:>4} / {total}{t}")
+        lines.append(f"  {name:<{swidth}}  {got:>6g} / {most:g}{t}")
     if timings:
-        lines.append(f"\n{len(students)} student(s) graded in {sum(timings.values()):.1f} s "
-                     f"({sum(timings.values()) / max(len(timings), 1):.1f} s per student).")
+        lines.append(f"\n{len(students)} student(s) graded; kernels ran {sum(timings.values()):.1f} s "
+                     f"in all ({sum(timings.values()) / max(len(students), 1):.1f} s per student).")
     return "\n".join(lines)

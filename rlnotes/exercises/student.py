@@ -15,7 +15,13 @@ in which
 
 Alongside the notebooks it writes what a Jupyter Book build of the edition needs: the other
 files of the chapters' folders (Markdown pages get their written solutions removed as well),
-``_config.yml``, ``_toc.yml``, the bibliography files and the local Sphinx extensions.
+``_config.yml``, ``_toc.yml``, the bibliography files and the local Sphinx extensions. Pages for
+instructors (the parts of ``_toc.yml`` whose caption mentions instructors) are left out, from the
+table of contents and from the folder, and references to them become plain text.
+
+With ``kit=True`` (``make student``) it also builds the ``rlnotes`` package as a wheel into
+``OUT_DIR/dist/`` (the package alone: no book, no solutions) and writes ``OUT_DIR/README.md``,
+a page for students: install the wheel, open the notebooks, check your work.
 ``python -m rlnotes.exercises student-book OUT_DIR`` then builds that edition to
 ``OUT_DIR/_build/html`` (:func:`build_student_book`).
 """
@@ -29,15 +35,17 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlnotes.exercises._notebook import (
-    _SKIP_DIRS, FormatError, cells_with_labels, chapter_notebooks, check_book_dir,
+    _SKIP_DIRS, FormatError, cell_text, cells_with_labels, chapter_notebooks, check_book_dir,
     solution_regions, strip_written_solutions, stub_regions,
 )
 
-__all__ = ["StudentNotebook", "student_notebook", "write_student_edition", "build_student_book"]
+__all__ = ["StudentNotebook", "student_notebook", "write_student_edition", "build_student_book",
+           "instructor_pages", "build_wheel", "STUDENT_README"]
 
 
 def _nbformat():
@@ -140,11 +148,55 @@ def _config_extras(book_dir: Path) -> list[Path]:
     return extras
 
 
-def _copy_tree_file(src: Path, dst: Path) -> None:
+def instructor_pages(book_dir) -> tuple[list[Path], str | None]:
+    """The pages of the parts of ``_toc.yml`` whose caption mentions instructors (relative
+    paths without suffix, as in the toc), and the text of the toc without those parts (None
+    when there is nothing to remove)."""
+    toc = Path(book_dir) / "_toc.yml"
+    if not toc.is_file():
+        return [], None
+    import yaml
+
+    data = yaml.safe_load(toc.read_text(encoding="utf-8")) or {}
+    parts = data.get("parts")
+    if not isinstance(parts, list):
+        return [], None
+    dropped, kept = [], []
+    for part in parts:
+        if isinstance(part, dict) and "instructor" in str(part.get("caption", "")).lower():
+            dropped += [Path(str(c["file"])) for c in part.get("chapters") or []
+                        if isinstance(c, dict) and "file" in c]
+        else:
+            kept.append(part)
+    if not dropped:
+        return [], None
+    data["parts"] = kept
+    header = "# Table of contents of the student edition (pages for instructors left out).\n"
+    return dropped, header + yaml.safe_dump(data, sort_keys=False)
+
+
+_DOC_ROLE_RE = re.compile(r"\{doc\}`(?:(?P<text>[^`<]*?)\s*<(?P<target>[^`>]+)>|(?P<bare>[^`<>]+))`")
+
+
+def _unlink_pages(text: str, pages: set, here: Path) -> str:
+    """``text`` with ``{doc}`` references to ``pages`` replaced by plain text."""
+    def repl(m):
+        target = (m.group("target") or m.group("bare")).strip()
+        resolved = Path(os.path.normpath(here.parent / target)) if not target.startswith("/") \
+            else Path(target.lstrip("/"))
+        if resolved.with_suffix("") in pages or Path(target).with_suffix("") in pages:
+            return (m.group("text") or "").strip() or "the instructors' guide (not in the student edition)"
+        return m.group(0)
+    return _DOC_ROLE_RE.sub(repl, text)
+
+
+def _copy_tree_file(src: Path, dst: Path, pages: set = frozenset(), rel: Path | None = None) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if src.suffix == ".md":
         text = src.read_text(encoding="utf-8")
         new, _, _ = strip_written_solutions(text)
+        if pages and rel is not None:
+            new = _unlink_pages(new, pages, rel)
         dst.write_text(new, encoding="utf-8")
     else:
         shutil.copyfile(src, dst)
@@ -174,11 +226,17 @@ def write_student_edition(out_dir, book_dir=None) -> list[Path]:
         if out == book / folder or (book / folder) in out.parents:
             raise ValueError(f"out_dir must not lie inside the book's {folder}/ folder ({out})")
     nbformat = _nbformat()
+    dropped, student_toc = instructor_pages(book)
+    pages = {p.with_suffix("") for p in dropped}
+    notebooks = [rel for rel in notebooks if rel.with_suffix("") not in pages]
     # Transform everything first, so that a format error leaves out_dir untouched.
     editions = {}
     for rel in notebooks:
         nb = nbformat.read(book / rel, as_version=4)
         student = student_notebook(nb, where=str(rel)).nb
+        for cell in student["cells"]:
+            if cell.get("cell_type") == "markdown" and pages:
+                cell["source"] = _unlink_pages(cell_text(cell), pages, rel)
         nbformat.validate(student)
         editions[rel] = student
     out.mkdir(parents=True, exist_ok=True)
@@ -191,21 +249,23 @@ def write_student_edition(out_dir, book_dir=None) -> list[Path]:
     for folder in folders:
         for src in sorted((book / folder).rglob("*")):
             rel = src.relative_to(book)
-            if (src.is_dir() or rel in editions
+            if (src.is_dir() or rel in editions or rel.with_suffix("") in pages
                     or any(p in _SKIP_DIRS or p.startswith(".") for p in rel.parts)):
                 continue
             if src.suffix == ".ipynb":
                 nb = nbformat.read(src, as_version=4)
                 nbformat.write(student_notebook(nb, where=str(rel)).nb, out / rel)
                 continue
-            _copy_tree_file(src, out / rel)
+            _copy_tree_file(src, out / rel, pages, rel)
     for name in ["_config.yml", "_toc.yml"]:
         if (book / name).is_file():
             shutil.copyfile(book / name, out / name)
+    if student_toc is not None:
+        (out / "_toc.yml").write_text(student_toc, encoding="utf-8")
     for rel in notebooks:  # root-level pages listed in the toc, e.g. an intro.md
         if len(rel.parts) == 1:
             for md in (book / rel).parent.glob(rel.stem + ".md"):
-                _copy_tree_file(md, out / md.relative_to(book))
+                _copy_tree_file(md, out / md.relative_to(book), pages, md.relative_to(book))
     for extra in _config_extras(book):
         src = book / extra
         if src.is_dir():
@@ -259,3 +319,101 @@ def build_student_book(out_dir, book_dir=None, execute: bool = False, quiet: boo
         raise RuntimeError(f"jupyter-book build of the student edition failed "
                            f"(exit {proc.returncode}){': ' + tail if tail else ''}")
     return out / "_build" / "html"
+
+
+STUDENT_README = """\
+# {title}: the student edition
+
+This folder holds the chapters of the book as notebooks (`book/`), with the solutions of the
+exercises taken out, and the companion package `rlnotes` as a wheel (`dist/`): the code the
+chapters import and the checks of the exercises.
+
+## Install (once)
+
+Python 3.10 or later. In a terminal, in this folder:
+
+```bash
+python -m venv .venv
+source .venv/bin/activate            # Windows: .venv\\Scripts\\activate
+pip install "{wheel}[lab]"
+```
+
+`[lab]` adds JupyterLab with MyST rendering, so the exercise boxes and the equations display as
+in the book.
+
+## Work on the exercises
+
+```bash
+jupyter lab book
+```
+
+Each chapter ends with a section `## Exercises`, which runs on its own: run its first (setup)
+cell, then work through the exercises. A coding exercise has a cell that raises
+`NotImplementedError`: replace that line with your solution, then run the check cell below it.
+It prints one of
+
+```text
+PASSED check_...
+FAILED check_...: what is wrong, and a hint
+NOT DONE check_...: the exercise still raises NotImplementedError
+```
+
+The check runs your function on random inputs and compares with a reference; it never reads what
+your notebook printed. Keep your solutions inside the exercises section (the grader runs that
+section only, from the `## Exercises` heading to the end), keep the heading and the setup cell,
+and do not rename the functions the check cells use.
+
+## Hand in
+
+Submit the notebooks you worked on, under their names (`book/td_learning.ipynb`, ...), as your
+instructor asks. You will get back, per exercise, the same messages and hints as the checks
+print, and your points.
+"""
+
+
+def build_wheel(out_dir, source_dir=None) -> Path:
+    """Build the ``rlnotes`` package (``source_dir``: the folder holding ``pyproject.toml``,
+    default the one above the installed package) as a wheel into ``out_dir``; returns it."""
+    src = Path(source_dir) if source_dir is not None else Path(__file__).resolve().parents[2]
+    if not (src / "pyproject.toml").is_file():
+        raise ValueError(f"source_dir: no pyproject.toml in {src}; the wheel is built from a "
+                         "checkout of the repository")
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("rlnotes-*.whl"):
+        old.unlink()
+    build = Path(tempfile.mkdtemp(prefix="rlnotes-wheel-"))
+    try:
+        # A copy of the package alone: nothing else of the repository can end up in the wheel.
+        for name in ["pyproject.toml", "README.md"]:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, build / name)
+        shutil.copytree(src / "rlnotes", build / "rlnotes",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                               "--no-build-isolation", "--disable-pip-version-check", "-w",
+                               str(out), str(build)], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    wheels = sorted(out.glob("rlnotes-*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        raise RuntimeError(f"building the rlnotes wheel failed: {proc.stderr[-2000:]}")
+    return wheels[0]
+
+
+def write_student_kit(out_dir, book_dir=None) -> tuple[list[Path], Path, Path]:
+    """The student edition, the wheel (``OUT_DIR/dist``) and ``OUT_DIR/README.md``."""
+    written = write_student_edition(out_dir, book_dir)
+    out = Path(out_dir).resolve()
+    wheel = build_wheel(out / "dist", check_book_dir(book_dir) if (check_book_dir(book_dir) /
+                                                                   "pyproject.toml").is_file() else None)
+    title = "rlnotes"
+    config = check_book_dir(book_dir) / "_config.yml"
+    if config.is_file():
+        import yaml
+
+        title = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("title") or title
+    readme = out / "README.md"
+    readme.write_text(STUDENT_README.format(title=title, wheel=f"dist/{wheel.name}"),
+                      encoding="utf-8")
+    return written, wheel, readme

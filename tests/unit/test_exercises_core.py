@@ -105,3 +105,76 @@ def test_other_rlnotes_helpers_are_allowed():
 def test_expect_own_work_rejects_bad_arguments(args, match):
     with pytest.raises(ValueError, match=match):
         expect_own_work(*args)
+
+
+# --- error sizes and partial credit (issue 16, items 6 and 7) ----------------------------------
+
+from rlnotes.exercises.core import Parts, format_mismatch  # noqa: E402
+
+
+def test_a_tiny_mismatch_shows_its_size_not_two_equal_numbers():
+    text = format_mismatch(0.6701860001, 0.670186)
+    assert "got 0.6701860001, expected 0.670186" in text and "off by 1e-10" in text
+    with pytest.raises(ExerciseFailed, match=r"off by 1e-05, tolerance") as err:
+        expect_close([0.670196], [0.670186], "V", atol=1e-6, rtol=0)
+    assert "got 0.670196, expected 0.670186" in str(err.value)
+    assert "off by" in format_mismatch(2.0, 1.0) and "got 2, expected 1" in format_mismatch(2.0, 1.0)
+
+
+def test_parts_give_credit_for_the_parts_that_pass(capsys):
+    @check
+    def check_two_parts(f):
+        parts = Parts()
+        with parts("doubles"):
+            expect(f(2) == 4, "f(2) is not 4.", "Multiply by 2.")
+        with parts("negatives"):
+            expect(f(-1) == -2, "f(-1) is not -2.", "Keep the sign.")
+        parts.finish()
+
+    check_two_parts(lambda x: 2 * x)
+    with pytest.raises(ExerciseFailed) as err:
+        check_two_parts(lambda x: 2 * abs(x))
+    assert err.value.credit == 0.5 and "1 of 2 parts passed" in err.value.message
+    assert "[negatives] f(-1) is not -2." in err.value.message and err.value.hint == "Keep the sign."
+    assert "partial credit: 50%" in capsys.readouterr().out
+    with pytest.raises(ExerciseFailed) as err:
+        check_two_parts(lambda x: 0)
+    assert err.value.credit == 0
+    with pytest.raises(ZeroDivisionError):  # other errors end the check, no credit
+        check_two_parts(lambda x: 1 / 0)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, True, "half", float("nan")])
+def test_credit_must_be_a_fraction_below_one(bad):
+    with pytest.raises(ValueError, match="credit"):
+        ExerciseFailed("m", credit=bad)
+
+
+def test_parts_reject_bad_use():
+    parts = Parts()
+    with pytest.raises(ValueError):
+        parts.finish()  # no part ran
+    with pytest.raises(ValueError):
+        parts("")
+    with parts("a"):
+        pass
+    with pytest.raises(ValueError, match="twice"):
+        parts("a")
+
+
+def test_points_and_the_exercises_section_are_read_from_the_notebook():
+    from rlnotes.exercises._notebook import FormatError, check_cell_points, exercises_section
+
+    assert check_cell_points("check_x(f)") == 1.0
+    assert check_cell_points("# points: 2.5\ncheck_x(f)") == 2.5
+    assert check_cell_points("check_x(f)  \n#Points:3") == 3.0
+    for bad in ["# points: 0\ncheck_x(f)", "# points: two\ncheck_x(f)",
+                "# points: 1\n# points: 2\ncheck_x(f)", "# points: -1"]:
+        with pytest.raises(FormatError):
+            check_cell_points(bad)
+    md = lambda t: {"cell_type": "markdown", "source": t}  # noqa: E731
+    code = {"cell_type": "code", "source": "x = 1"}
+    assert exercises_section([md("# T"), code, md("## Exercises"), code]) == 3
+    assert exercises_section([md("# T\n\n## Exercises\n\nText"), code]) == 1
+    assert exercises_section([md("# T"), md("## Exercises for later?"), code]) is None
+    assert exercises_section([md("### Exercises"), code]) is None

@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rlnotes.exercises.grade import CSV_COLUMNS, grade, load_checks, master_exercises
+from rlnotes.exercises.grade import (CSV_COLUMNS, NothingToGrade, grade, load_checks,
+                                     master_exercises)
 from rlnotes.exercises.student import write_student_edition
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,12 @@ START_DAEMON = ("import os, subprocess, sys\n"
                 "subprocess.Popen([sys.executable, '-c', 'import os, time\\n"
                 "if os.fork(): os._exit(0)\\n"
                 "open(os.environ[\"RLNOTES_TEST_DAEMON_FILE\"], \"w\").write(str(os.getpid()))\\n"
-                "while True: time.sleep(0.2)'], start_new_session=True).wait()\n")
+                "while True: time.sleep(0.2)'], start_new_session=True).wait()\n"
+                "import time\n"  # wait (a loaded machine is slow) until the daemon is up
+                "for _ in range(100):\n"
+                "    if os.path.exists(os.environ['RLNOTES_TEST_DAEMON_FILE']):\n"
+                "        break\n"
+                "    time.sleep(0.1)\n")
 _DAEMON = {}
 
 
@@ -56,9 +62,14 @@ def _master(name):
     return nbformat.read(BOOK / "book" / f"{name}.ipynb", as_version=4)
 
 
-def _alpha(cell, source, insert=False):
-    """The master alpha notebook with code cell ``cell`` replaced (or a cell inserted there)."""
+def _alpha(cell, source, insert=False, drop=None, markdown=False, setup=None):
+    """The master alpha notebook with cell ``cell`` replaced (or a code cell inserted there).
+    ``drop``: a cell (index before the change) to delete; ``setup``: new setup cell source."""
     nb = _master("alpha")
+    if setup is not None:
+        nb.cells[1].source = setup
+    if drop is not None:
+        del nb.cells[drop]
     if insert:
         nb.cells.insert(cell, nbformat.v4.new_code_cell(source))
     else:
@@ -74,11 +85,21 @@ def _hostile():
     fake = _alpha(6, WRONG_ADD)
     fake.cells[7].source = "print('PASSED check_add')"
     return {
+        # An endless loop in a cell of the exercises section costs that cell only (interrupted
+        # at --cell-timeout, like a cell that raises); above the section it is never run.
         "loops_forever": _alpha(6, "while True:\n    pass\n", insert=True),
+        "loops_above_exercises": _alpha(0, "while True:\n    pass\n", insert=True),
+        "raises_above_exercises": _alpha(0, "1 / 0", insert=True),
+        "loop_defines_solution": _alpha(6, "while True:\n    pass\n" + WRONG_ADD.replace("-", "+")),
+        "solution_above_exercises": _alpha(0, "def my_add(a, b):\n    return a + b\n", insert=True,
+                                           drop=6),
+        "no_heading": _alpha(0, "# Alpha, the heading deleted", markdown=True),
+        "no_heading_no_setup": _alpha(0, "# Alpha", markdown=True, setup=""),
         "loops_in_solution": _alpha(6, "def my_add(a, b):\n    while True:\n        pass\n"),
         "ignores_interrupt": _alpha(6, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                                        "while True:\n    pass\n", insert=True),
         "crashes": _alpha(10, "import os\nos._exit(3)", insert=True),
+        "wrong_discount": "beta-wrong",
         "segfaults": _alpha(10, "import ctypes\nctypes.string_at(0)", insert=True),
         "exhausts_memory": _alpha(6, "junk = []\nwhile True:\n    junk.append(bytearray(10**8))\n",
                                   insert=True),
@@ -135,7 +156,13 @@ def graded(tmp_path_factory):
         folder = subs / student / "book"
         folder.mkdir(parents=True)
         shutil.copy(BOOK / "book" / "beta.ipynb", folder)  # beta is correct for everyone
-        if isinstance(alpha, str):
+        if alpha == "beta-wrong":  # ignores gamma: one of the check's three parts passes
+            nb = _master("beta")
+            cell = next(c for c in nb.cells if "def my_discounted" in c.source)
+            cell.source = cell.source.replace("rewards[t] + gamma * running", "rewards[t] + 0 * running")
+            nbformat.write(nb, folder / "beta.ipynb")
+            shutil.copy(BOOK / "book" / "alpha.ipynb", folder)
+        elif isinstance(alpha, str):
             (folder / "alpha.ipynb").write_text(alpha)
         elif alpha is not None:
             nbformat.write(alpha, folder / "alpha.ipynb")
@@ -144,8 +171,8 @@ def graded(tmp_path_factory):
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "rlnotes.exercises", "grade", str(subs), "--out", str(out),
-         "--book-dir", str(BOOK), "--checks", str(CHECKS), "--cell-timeout", "4",
-         "--check-timeout", "4", "--timeout", "60", "--memory-mb", "1024"],
+         "--book-dir", str(BOOK), "--checks", str(CHECKS), "--cell-timeout", "15",
+         "--check-timeout", "10", "--timeout", "90", "--memory-mb", "1024", "--jobs", "2"],
         capture_output=True, text=True, env={**ENV, "RLNOTES_TEST_DAEMON_FILE": str(daemon)},
         cwd=tmp)
     seconds = time.monotonic() - start
@@ -158,6 +185,7 @@ def graded(tmp_path_factory):
     print(proc.stdout)
     print(f"graded {len({r['student'] for r in rows})} students in {seconds:.1f} s")
     _DAEMON['pid_file'] = daemon
+    _DAEMON['tmp'] = tmp
     return header, rows, proc
 
 
@@ -167,7 +195,8 @@ def _by(rows, student):
 
 def test_csv_has_the_contract_columns_and_one_row_per_student_and_exercise(graded):
     header, rows, proc = graded
-    assert header == CSV_COLUMNS == ["student", "notebook", "exercise", "passed", "detail"]
+    assert header == CSV_COLUMNS == ["student", "notebook", "exercise", "passed", "detail",
+                                     "points", "max_points"]
     students = {r["student"] for r in rows}
     assert len(students) == 3 + len(_hostile())
     assert len(rows) == 3 * len(students)
@@ -177,6 +206,11 @@ def test_csv_has_the_contract_columns_and_one_row_per_student_and_exercise(grade
         ("book/alpha.ipynb", "ex-alpha-add"), ("book/alpha.ipynb", "ex-alpha-mean"),
         ("book/beta.ipynb", "ex-beta-discount")}
     assert "Per exercise" in proc.stdout and "Per student" in proc.stdout
+    assert {(r["exercise"], r["max_points"]) for r in rows} == {
+        ("ex-alpha-add", "1"), ("ex-alpha-mean", "2"), ("ex-beta-discount", "1")}
+    for r in rows:
+        if r["passed"] == "1":
+            assert r["points"] == r["max_points"], r
 
 
 def test_correct_submission_passes_everything(graded):
@@ -197,14 +231,53 @@ def test_untouched_student_edition_fails_cleanly(graded):
 def test_every_hostile_submission_still_gets_its_other_notebook_graded(graded):
     _, rows, _ = graded
     for student in _hostile():
-        assert _by(rows, student)["ex-beta-discount"]["passed"] == "1", student
+        if student != "wrong_discount":
+            assert _by(rows, student)["ex-beta-discount"]["passed"] == "1", _by(rows, student)
+
+
+def test_a_loop_or_an_exception_outside_a_solution_costs_nothing(graded):
+    """Above the exercises section nothing runs; inside it, a cell that runs past the limit is
+    interrupted and counts like a cell that raised (issue 16, item 4)."""
+    _, rows, _ = graded
+    for student in ["loops_forever", "loops_above_exercises", "raises_above_exercises",
+                    "prints_forever", "no_heading"]:
+        got = _by(rows, student)
+        assert all(r["passed"] == "1" for r in got.values()), (student, got)
+
+
+def test_partial_credit_of_a_check_made_of_parts(graded):
+    _, rows, _ = graded
+    row = _by(rows, "wrong_discount")["ex-beta-discount"]
+    assert row["passed"] == "0" and row["points"] == "0.33" and row["max_points"] == "1", row
+    assert "1 of 3 parts passed" in row["detail"] and "gamma = 0.5" in row["detail"], row
+    assert "Hint: run backwards" in row["detail"]
+
+
+def test_summary_and_feedback_files(graded):
+    _, rows, _ = graded
+    tmp = _DAEMON["tmp"]
+    with open(tmp / "grades_summary.csv", newline="") as fh:
+        summary = list(csv.reader(fh))
+    assert summary[0] == ["student", "total", "max"]
+    totals = {r[0]: (r[1], r[2]) for r in summary[1:]}
+    assert totals["correct"] == ("4", "4") and totals["untouched"] == ("0", "4")
+    assert totals["wrong_discount"] == ("3.33", "4")
+    assert set(totals) == {r["student"] for r in rows}
+    feedback = (tmp / "grades_feedback" / "loops_in_solution.md").read_text()
+    assert "# Feedback for loops_in_solution" in feedback and "3 / 4 points" in feedback
+    assert "### ex-alpha-add" in feedback and "timed out" in feedback
+    assert "| ex-alpha-mean | passed | 2 / 2 |" in feedback
+    wrong = (tmp / "grades_feedback" / "prints_fake_pass.md").read_text()
+    assert "**Hint:** wrong sign: add b." in wrong
 
 
 @pytest.mark.parametrize("student,exercise,words", [
-    ("loops_forever", "ex-alpha-add", ["timed out", "cell"]),
-    ("loops_forever", "ex-alpha-mean", ["timed out"]),
+    ("loop_defines_solution", "ex-alpha-add", ["not defined", "code cell 2 ran past the 15 s limit",
+                                               "interrupted"]),
+    ("solution_above_exercises", "ex-alpha-add", ["not defined", "above the '## Exercises' heading"]),
+    ("no_heading_no_setup", "ex-alpha-add", ["no exercises section", "restore the heading"]),
     ("loops_in_solution", "ex-alpha-add", ["timed out", "check"]),
-    ("ignores_interrupt", "ex-alpha-add", ["timed out"]),
+    ("ignores_interrupt", "ex-alpha-add", ["timed out", "ignored the interrupt"]),
     ("crashes", "ex-alpha-add", ["kernel died", "exit status 3"]),
     ("crashes", "ex-alpha-mean", ["kernel died"]),
     ("segfaults", "ex-alpha-add", ["kernel died", "SIGSEGV"]),
@@ -222,7 +295,6 @@ def test_every_hostile_submission_still_gets_its_other_notebook_graded(graded):
     ("edits_check_file", "ex-alpha-add", ["tampering", "fixture_checks.py"]),
     ("prints_fake_pass", "ex-alpha-add", ["returned a - b", "Hint: wrong sign"]),
     ("exits", "ex-alpha-add", ["kernel died", "exit()"]),
-    ("prints_forever", "ex-alpha-add", ["timed out", "cell"]),
     ("shadows_exec", "ex-alpha-add", ["returned a - b"]),
     ("patches_builtins_exec", "ex-alpha-add", ["tampering", "builtins.exec", "own check failed"]),
     ("breaks_builtins_exec", "ex-alpha-add", ["tampering", "did not run"]),
@@ -248,7 +320,9 @@ def test_a_daemon_started_by_a_notebook_does_not_outlive_the_grading(graded):
         stat = Path(f"/proc/{pid}/stat").read_text()
         state = stat[stat.rindex(")") + 2]
     assert state in ("", "Z"), f"daemon {pid} still running"
-    assert "left processes running" in proc.stderr
+    assert "starts_daemon/book/alpha.ipynb left 1 process(es) running" in proc.stderr
+    # Only that notebook: finished processes (zombies) of clean notebooks are not counted.
+    assert proc.stderr.count("process(es) running") == 1, proc.stderr
     assert _by(rows, "starts_daemon")["ex-alpha-add"]["passed"] == "1"
 
 
@@ -304,10 +378,12 @@ def test_cli_grade_rejects_bad_usage(args, tmp_path):
     assert "usage" in proc.stderr
 
 
-def test_empty_submissions_folder_writes_only_the_header(tmp_path):
-    rows = grade(tmp_path, tmp_path / "g.csv", BOOK, checks=[CHECKS], progress=False, summary=False)
-    assert rows == []
-    assert (tmp_path / "g.csv").read_text().strip() == ",".join(CSV_COLUMNS)
+def test_empty_submissions_folder_is_nothing_to_grade(tmp_path):
+    (tmp_path / "subs").mkdir()
+    with pytest.raises(NothingToGrade, match="empty"):
+        grade(tmp_path / "subs", tmp_path / "g.csv", BOOK, checks=[CHECKS], progress=False,
+              summary=False)
+    assert not (tmp_path / "g.csv").exists()
 
 
 def test_unregistered_check_in_the_master_is_a_usage_error(tmp_path):
