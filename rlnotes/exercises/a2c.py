@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlnotes import a2c
-from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work, format_mismatch
 from rlnotes.exercises.pg import _numpy
 from rlnotes.returns import gae
 
@@ -68,7 +68,7 @@ def check_gae(my_gae):
                 raise ExerciseFailed(f"The advantages differ (gamma = {gamma}, lam = {lam}).",
                                      hint)
         worst = int(np.argmax(np.abs(got - expected)))
-        raise ExerciseFailed(f"A_{worst} is {got[worst]:.6g}, expected {expected[worst]:.6g} "
+        raise ExerciseFailed(f"A_{worst}: {format_mismatch(got[worst], expected[worst])} "
                              f"(gamma = {gamma}, lam = {lam}).",
                              "delta_t = r_t + gamma (1 - d_t) V(s_{t+1}) - V(s_t); "
                              "A_t = delta_t + gamma lam (1 - d_t) A_{t+1}, from the end back.")
@@ -94,7 +94,7 @@ def check_n_step_returns(my_n_step_returns):
             raise ExerciseFailed(f"The returns differ (n = {n}).",
                                  "Near the end of the rollout, bootstrap from last_value = V(s_T).")
         worst = int(np.argmax(np.abs(got - expected)))
-        raise ExerciseFailed(f"G_{worst} is {got[worst]:.6g}, expected {expected[worst]:.6g} "
+        raise ExerciseFailed(f"G_{worst}: {format_mismatch(got[worst], expected[worst])} "
                              f"(n = {n}, gamma = {gamma}).",
                              "G_t = r_{t+1} + ... + gamma^(m-1) r_{t+m} + gamma^m V(s_{t+m}), "
                              "m = n unless the episode or the rollout ends first.")

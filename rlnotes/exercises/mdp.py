@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlnotes import mdp as _mdp
-from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work, format_mismatch
 
 __all__ = ["check_in_place_evaluation", "check_modified_policy_iteration", "check_policy_evaluation",
            "check_q_values", "check_value_iteration"]
@@ -77,7 +77,8 @@ def _diagnose(got, expected, what: str, wrong: dict, default_hint: str, atol: fl
     worst = int(np.argmax(np.abs(got - expected).reshape(-1)))
     idx = np.unravel_index(worst, np.shape(expected))
     message = (f"{what} is off: at index {tuple(int(i) for i in idx)} got "
-               f"{np.asarray(got)[idx]:.6g}, expected {np.asarray(expected)[idx]:.6g}.")
+               + format_mismatch(np.asarray(got)[idx], np.asarray(expected)[idx], atol=atol,
+                                 rtol=0)[len("got "):] + ".")
     for hint, value in wrong.items():
         if value is not None and np.shape(value) == np.shape(got) and np.allclose(got, value, atol=1e-5):
             raise ExerciseFailed(message, hint)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlnotes import pg_exact
-from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work, format_mismatch
 from rlnotes.returns import discounted_returns
 
 __all__ = ["check_reward_to_go", "check_softmax_reinforce", "softmax_reinforce_reference"]
@@ -66,7 +66,7 @@ def check_reward_to_go(my_reward_to_go):
             if np.allclose(got, wrong(r, gamma), atol=1e-8):
                 raise ExerciseFailed(f"The reward-to-go differs (T = {T}, gamma = {gamma}).", hint)
         worst = int(np.argmax(np.abs(got - expected)))
-        raise ExerciseFailed(f"G_{worst} is {got[worst]:.6g}, expected {expected[worst]:.6g} "
+        raise ExerciseFailed(f"G_{worst}: {format_mismatch(got[worst], expected[worst])} "
                              f"(T = {T}, gamma = {gamma}).",
                              "Work backwards: G_t = r_{t+1} + gamma G_{t+1}, G_T = 0.")
 

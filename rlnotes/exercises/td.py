@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlnotes import tabular
-from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work, format_mismatch
 
 __all__ = ["check_certainty_equivalence", "check_q_learning_update", "check_sarsa_update",
            "check_td0_update", "check_weighted_importance_sampling", "random_episodes"]
@@ -40,10 +40,11 @@ def _diagnose(got: float, expected: float, wrong: dict) -> None:
     """Raise ExerciseFailed with the hint of the first typical mistake that ``got`` matches."""
     if np.isclose(got, expected, atol=1e-9, rtol=1e-9):
         return
+    mismatch = format_mismatch(got, expected, atol=1e-9, rtol=1e-9)
     for hint, value in wrong.items():
         if np.isclose(got, value, atol=1e-9, rtol=1e-9):
-            raise ExerciseFailed(f"The updated entry is {got:.6g}, expected {expected:.6g}.", hint)
-    raise ExerciseFailed(f"The updated entry is {got:.6g}, expected {expected:.6g}.",
+            raise ExerciseFailed(f"The updated entry: {mismatch}.", hint)
+    raise ExerciseFailed(f"The updated entry: {mismatch}.",
                          "The new estimate is old + alpha * (target - old).")
 
 
