@@ -30,7 +30,7 @@ from rlnotes._validate import (require_choice, require_gamma, require_in_range, 
                                require_real)
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
-from rlnotes.deeprl.networks import mlp
+from rlnotes.deeprl.networks import Standardize, mlp
 from rlnotes.device import get_device
 
 __all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "polyak_update",
@@ -211,6 +211,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           exploration_steps: int = 8_000,
           epsilon_kind: str = "linear",
           max_grad_norm: float | None = 10.0,
+          standardize_obs: bool = True,
           num_threads: int = 1,
           device=None,
           progress: bool = False) -> QPolicy:
@@ -236,6 +237,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - epsilon_start, epsilon_end, exploration_steps, epsilon_kind: the epsilon schedule
       (see :func:`epsilon_schedule`), in environment steps
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
+    - standardize_obs: standardise inputs with the mean and std of the first learning_starts
+      steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
@@ -265,6 +268,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     learning_starts = require_int(learning_starts, "learning_starts", minimum=0)
     gamma = require_gamma(gamma)
     train_freq = require_int(train_freq, "train_freq", minimum=1)
+    if not isinstance(standardize_obs, bool):
+        raise ValueError(f"standardize_obs must be True or False, got {standardize_obs!r}")
     if num_envs * train_freq > 2048:
         raise ValueError(f"train_freq must make num_envs * train_freq <= 2048 (the callback "
                          f"interval), got {num_envs} * {train_freq}")
@@ -305,7 +310,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
-        q_net = mlp([obs_dim, *hidden_sizes, n_actions], device=dev)
+        q_net = torch.nn.Sequential(Standardize(obs_dim, device=dev),
+                                    mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
         q_target = copy.deepcopy(q_net).requires_grad_(False)
         optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)
         params, target_params = list(q_net.parameters()), list(q_target.parameters())
@@ -341,6 +347,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     if callback is not None and callback(steps, policy):
                         break
                     continue
+                if updates == 0 and standardize_obs:  # once, from the data before learning
+                    q_net[0].fit(buffer.obs[:len(buffer)])
+                    q_target[0].load_state_dict(q_net[0].state_dict())
                 # Train: gradient_steps minibatch updates, the step size decaying linearly.
                 frac = min(1.0, steps / total_steps)
                 for group in optimizer.param_groups:

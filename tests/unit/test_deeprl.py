@@ -263,3 +263,32 @@ def test_plot_band_draws_median_and_band():
 def test_plot_band_rejects_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
         plot_band(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- Standardize
+def test_standardize_starts_as_identity_then_fits_and_stays_fixed():
+    from rlnotes.deeprl import Standardize
+    layer = Standardize(3)
+    x = torch.randn(10, 3)
+    torch.testing.assert_close(layer(x), x)
+    data = torch.randn(500, 3) * torch.tensor([0.1, 2.0, 0.0]) + torch.tensor([1.0, -1.0, 5.0])
+    layer.fit(data)
+    out = layer(data)
+    torch.testing.assert_close(out[:, :2].mean(0), torch.zeros(2), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[:, :2].std(0), torch.ones(2), atol=1e-5, rtol=0)
+    assert layer.std[2] == pytest.approx(1e-2)  # a constant input: the std floor, no division by 0
+    assert not list(layer.parameters())  # buffers, not trained
+
+
+@pytest.mark.parametrize("bad", [torch.zeros(5, 2), torch.zeros(1, 3), np.zeros((5, 3))])
+def test_standardize_fit_rejects_bad_input(bad):
+    from rlnotes.deeprl import Standardize
+    with pytest.raises(ValueError, match="obs"):
+        Standardize(3).fit(bad)
+
+
+def test_standardize_rejects_bad_dim():
+    from rlnotes.deeprl import Standardize
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="dim"):
+            Standardize(bad)

@@ -29,6 +29,8 @@ SMALL = dict(learning_starts=200, exploration_steps=500, batch_size=32, hidden_s
     (("CartPole-v1", 100), {"seed": -1}, "seed"),
     (("CartPole-v1", 100), {"callback": 3}, "callback"),
     (("CartPole-v1", 100), {"epsilon_end": 2.0}, "epsilon_end"),
+    (("CartPole-v1", 100), {"standardize_obs": 1}, "standardize_obs"),
+    (("CartPole-v1", 100), {"hidden_sizes": "64"}, "hidden_sizes"),
 ])
 def test_train_rejects_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
