@@ -212,6 +212,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           epsilon_kind: str = "linear",
           max_grad_norm: float | None = 10.0,
           standardize_obs: bool = True,
+          obs_clip: float | None = 5.0,
           num_threads: int = 1,
           device=None,
           progress: bool = False) -> QPolicy:
@@ -239,6 +240,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - standardize_obs: standardise inputs with the mean and std of the first learning_starts
       steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
+    - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping)
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
@@ -270,6 +272,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     train_freq = require_int(train_freq, "train_freq", minimum=1)
     if not isinstance(standardize_obs, bool):
         raise ValueError(f"standardize_obs must be True or False, got {standardize_obs!r}")
+    if obs_clip is not None:
+        obs_clip = require_real(obs_clip, "obs_clip")
+        if obs_clip <= 0:
+            raise ValueError(f"obs_clip must be > 0 or None, got {obs_clip}")
     if num_envs * train_freq > 2048:
         raise ValueError(f"train_freq must make num_envs * train_freq <= 2048 (the callback "
                          f"interval), got {num_envs} * {train_freq}")
@@ -310,7 +316,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
-        q_net = torch.nn.Sequential(Standardize(obs_dim, device=dev),
+        q_net = torch.nn.Sequential(Standardize(obs_dim, clip=obs_clip, device=dev),
                                     mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
         q_target = copy.deepcopy(q_net).requires_grad_(False)
         optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)

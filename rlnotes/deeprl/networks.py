@@ -62,16 +62,24 @@ class Standardize(nn.Module):
 
     Starts as the identity; :meth:`fit` sets ``mean`` and ``std`` from a batch of observations
     (a trainer calls it once, on the random-policy data collected before learning starts), and
-    they stay fixed afterwards, so the network's input never drifts. Without it, an input whose
+    they stay fixed afterwards, so the network's input never drifts. With ``clip`` the result
+    is clipped to [-clip, clip], so that states far outside the early data (a cart at the edge
+    of the track) do not feed the network inputs of dozens of standard deviations. Without it, an input whose
     natural scale is small (CartPole's cart position and pole angle, a few tenths) barely moves
     the first layer at the start of training, and the agent is slow to notice it.
 
     Defined in: Deep Q-networks, section From a table to a network.
     """
 
-    def __init__(self, dim: int, *, device=None, dtype=torch.float32):
+    def __init__(self, dim: int, *, clip: float | None = None, device=None,
+                 dtype=torch.float32):
         super().__init__()
         dim = require_int(dim, "dim", minimum=1)
+        if clip is not None:
+            clip = require_real(clip, "clip")
+            if clip <= 0:
+                raise ValueError(f"clip must be > 0 or None, got {clip}")
+        self.clip = clip
         self.register_buffer("mean", torch.zeros(dim, device=device, dtype=dtype))
         self.register_buffer("std", torch.ones(dim, device=device, dtype=dtype))
 
@@ -87,4 +95,5 @@ class Standardize(nn.Module):
         return self
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return (obs - self.mean) / self.std
+        z = (obs - self.mean) / self.std
+        return z if self.clip is None else z.clamp(-self.clip, self.clip)

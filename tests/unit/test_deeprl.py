@@ -170,6 +170,12 @@ def test_buffer_stores_and_wraps_around():
     assert counts.min() > 150  # ~200 each
 
 
+def test_buffer_add_of_nothing_is_a_no_op():
+    buf = ReplayBuffer(5, (2,))
+    buf.add(np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 2)), np.zeros(0))
+    assert len(buf) == 0 and buf.pos == 0
+
+
 def test_buffer_sample_is_reproducible():
     buf = ReplayBuffer(100, (2,))
     buf.add(*_transitions(50))
@@ -287,8 +293,17 @@ def test_standardize_fit_rejects_bad_input(bad):
         Standardize(3).fit(bad)
 
 
-def test_standardize_rejects_bad_dim():
+def test_standardize_rejects_bad_dim_and_clip():
     from rlnotes.deeprl import Standardize
     for bad in (0, -1, 2.5):
         with pytest.raises(ValueError, match="dim"):
             Standardize(bad)
+    for bad in (0.0, -1.0, "5"):
+        with pytest.raises(ValueError, match="clip"):
+            Standardize(3, clip=bad)
+
+
+def test_standardize_clips():
+    from rlnotes.deeprl import Standardize
+    layer = Standardize(2, clip=3.0)
+    torch.testing.assert_close(layer(torch.tensor([[10.0, -0.5]])), torch.tensor([[3.0, -0.5]]))

@@ -31,6 +31,7 @@ SMALL = dict(learning_starts=200, exploration_steps=500, batch_size=32, hidden_s
     (("CartPole-v1", 100), {"epsilon_end": 2.0}, "epsilon_end"),
     (("CartPole-v1", 100), {"standardize_obs": 1}, "standardize_obs"),
     (("CartPole-v1", 100), {"hidden_sizes": "64"}, "hidden_sizes"),
+    (("CartPole-v1", 100), {"obs_clip": 0.0}, "obs_clip"),
 ])
 def test_train_rejects_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
