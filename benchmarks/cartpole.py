@@ -259,6 +259,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="*", type=int, default=list(range(6)))
     parser.add_argument("--budget", type=int, default=50_000)
     parser.add_argument("--no-peers", action="store_true", help="rlnotes only")
+    parser.add_argument("--only-peers", action="store_true", help="SB3 only")
+    parser.add_argument("--merge", nargs="*", default=None,
+                        help="build the table and figure from these cartpole.json files")
     parser.add_argument("--stop-after-three", action="store_true",
                         help="stop a run after three evaluations in a row >= 475")
     parser.add_argument("--hp", default="{}", help="JSON hyperparameters for rlnotes' trainer")
@@ -270,10 +273,16 @@ def main(argv=None) -> int:
     algos = args.algos or available_algos()
     hp = json.loads(args.hp)
     records = []
-    for i, seed in enumerate(args.seeds):
+    if args.merge:
+        for path in args.merge:
+            records += json.loads(Path(path).read_text())
+        args.seeds = sorted({r["seed"] for r in records})
+    for i, seed in enumerate([] if args.merge else args.seeds):
         for algo in algos:
             order = ["rlnotes", "SB3"] if i % 2 == 0 else ["SB3", "rlnotes"]
             for library in order:
+                if library == "rlnotes" and args.only_peers:
+                    continue
                 if library == "rlnotes":
                     rec = run_rlnotes(algo, seed, args.budget, args.stop_after_three, hp)
                 elif args.no_peers:
