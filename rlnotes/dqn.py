@@ -30,7 +30,7 @@ from rlnotes._validate import (require_choice, require_gamma, require_in_range, 
                                require_real)
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
-from rlnotes.deeprl.networks import mlp
+from rlnotes.deeprl.networks import Standardize, mlp
 from rlnotes.device import get_device
 
 __all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "polyak_update",
@@ -195,22 +195,24 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           num_envs: int = 4,
           hidden_sizes=(128, 128),
           learning_rate: float = 1e-3,
-          lr_final_fraction: float = 1.0,
+          lr_final_fraction: float = 0.0,
           buffer_size: int = 50_000,
           batch_size: int = 128,
           learning_starts: int = 1_000,
           gamma: float = 0.99,
           train_freq: int = 16,
-          gradient_steps: int = 8,
+          gradient_steps: int = 16,
           double: bool = True,
           loss: str = "huber",
           tau: float = 0.01,
           target_update_interval: int = 1,
           epsilon_start: float = 1.0,
-          epsilon_end: float = 0.02,
+          epsilon_end: float = 0.04,
           exploration_steps: int = 8_000,
           epsilon_kind: str = "linear",
           max_grad_norm: float | None = 10.0,
+          standardize_obs: bool = True,
+          obs_clip: float | None = 5.0,
           num_threads: int = 1,
           device=None,
           progress: bool = False) -> QPolicy:
@@ -236,6 +238,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - epsilon_start, epsilon_end, exploration_steps, epsilon_kind: the epsilon schedule
       (see :func:`epsilon_schedule`), in environment steps
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
+    - standardize_obs: standardise inputs with the mean and std of the first learning_starts
+      steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
+    - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping)
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
@@ -265,6 +270,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     learning_starts = require_int(learning_starts, "learning_starts", minimum=0)
     gamma = require_gamma(gamma)
     train_freq = require_int(train_freq, "train_freq", minimum=1)
+    if not isinstance(standardize_obs, bool):
+        raise ValueError(f"standardize_obs must be True or False, got {standardize_obs!r}")
+    if obs_clip is not None:
+        obs_clip = require_real(obs_clip, "obs_clip")
+        if obs_clip <= 0:
+            raise ValueError(f"obs_clip must be > 0 or None, got {obs_clip}")
     if num_envs * train_freq > 2048:
         raise ValueError(f"train_freq must make num_envs * train_freq <= 2048 (the callback "
                          f"interval), got {num_envs} * {train_freq}")
@@ -305,7 +316,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
-        q_net = mlp([obs_dim, *hidden_sizes, n_actions], device=dev)
+        q_net = torch.nn.Sequential(Standardize(obs_dim, clip=obs_clip, device=dev),
+                                    mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
         q_target = copy.deepcopy(q_net).requires_grad_(False)
         optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)
         params, target_params = list(q_net.parameters()), list(q_target.parameters())
@@ -341,6 +353,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     if callback is not None and callback(steps, policy):
                         break
                     continue
+                if updates == 0 and standardize_obs:  # once, from the data before learning
+                    q_net[0].fit(buffer.obs[:len(buffer)])
+                    q_target[0].load_state_dict(q_net[0].state_dict())
                 # Train: gradient_steps minibatch updates, the step size decaying linearly.
                 frac = min(1.0, steps / total_steps)
                 for group in optimizer.param_groups:

@@ -7,7 +7,7 @@ Defined in: Deep Q-networks.
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
 from rlnotes.deeprl.evaluation import Evaluator, evaluate
-from rlnotes.deeprl.networks import mlp
+from rlnotes.deeprl.networks import Standardize, mlp
 
-__all__ = ["ReplayBuffer", "Evaluator", "env_spec", "evaluate", "make_vec_env", "mlp",
+__all__ = ["ReplayBuffer", "Evaluator", "Standardize", "env_spec", "evaluate", "make_vec_env", "mlp",
            "space_info", "step_transitions"]

@@ -95,6 +95,8 @@ class ReplayBuffer:
                                  f"{tuple(x.shape)}")
         if B > self.capacity:
             raise ValueError(f"obs holds {B} transitions, more than capacity={self.capacity}")
+        if B == 0:  # e.g. every env was on its autoreset step
+            return
         # The columns of data are obs, actions, rewards, next_obs, terminated, in this order.
         rows = torch.cat([x.reshape(B, -1).float() for x in fields.values()], dim=1)
         rows = rows.to(self.device)

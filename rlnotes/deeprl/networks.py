@@ -12,7 +12,7 @@ from torch import nn
 
 from rlnotes._validate import require_choice, require_int, require_real
 
-__all__ = ["mlp"]
+__all__ = ["mlp", "Standardize"]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -55,3 +55,45 @@ def mlp(sizes, *, activation: str = "relu", out_gain: float = 1.0, device=None,
         if not last:
             layers.append(_ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
+
+
+class Standardize(nn.Module):
+    """A fixed input standardisation, ``(obs - mean) / std``, as the first layer of a network.
+
+    Starts as the identity; :meth:`fit` sets ``mean`` and ``std`` from a batch of observations
+    (a trainer calls it once, on the random-policy data collected before learning starts), and
+    they stay fixed afterwards, so the network's input never drifts. With ``clip`` the result
+    is clipped to [-clip, clip], so that states far outside the early data (a cart at the edge
+    of the track) do not feed the network inputs of dozens of standard deviations. Without it, an input whose
+    natural scale is small (CartPole's cart position and pole angle, a few tenths) barely moves
+    the first layer at the start of training, and the agent is slow to notice it.
+
+    Defined in: Deep Q-networks, section From a table to a network.
+    """
+
+    def __init__(self, dim: int, *, clip: float | None = None, device=None,
+                 dtype=torch.float32):
+        super().__init__()
+        dim = require_int(dim, "dim", minimum=1)
+        if clip is not None:
+            clip = require_real(clip, "clip")
+            if clip <= 0:
+                raise ValueError(f"clip must be > 0 or None, got {clip}")
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim, device=device, dtype=dtype))
+        self.register_buffer("std", torch.ones(dim, device=device, dtype=dtype))
+
+    @torch.no_grad()
+    def fit(self, obs: torch.Tensor, min_std: float = 1e-2) -> "Standardize":
+        """Set mean and std (floored at ``min_std``) from ``obs`` of shape (B, dim), B >= 2."""
+        if not torch.is_tensor(obs) or obs.ndim != 2 or obs.shape[1] != self.mean.shape[0] \
+                or obs.shape[0] < 2:
+            raise ValueError(f"obs must be a tensor of shape (B >= 2, {self.mean.shape[0]}), got "
+                             f"{getattr(obs, 'shape', obs)!r}")
+        self.mean.copy_(obs.mean(dim=0))
+        self.std.copy_(obs.std(dim=0).clamp_min(min_std))
+        return self
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        z = (obs - self.mean) / self.std
+        return z if self.clip is None else z.clamp(-self.clip, self.clip)

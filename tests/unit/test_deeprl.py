@@ -170,6 +170,12 @@ def test_buffer_stores_and_wraps_around():
     assert counts.min() > 150  # ~200 each
 
 
+def test_buffer_add_of_nothing_is_a_no_op():
+    buf = ReplayBuffer(5, (2,))
+    buf.add(np.zeros((0, 2)), np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 2)), np.zeros(0))
+    assert len(buf) == 0 and buf.pos == 0
+
+
 def test_buffer_sample_is_reproducible():
     buf = ReplayBuffer(100, (2,))
     buf.add(*_transitions(50))
@@ -263,3 +269,41 @@ def test_plot_band_draws_median_and_band():
 def test_plot_band_rejects_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
         plot_band(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- Standardize
+def test_standardize_starts_as_identity_then_fits_and_stays_fixed():
+    from rlnotes.deeprl import Standardize
+    layer = Standardize(3)
+    x = torch.randn(10, 3)
+    torch.testing.assert_close(layer(x), x)
+    data = torch.randn(500, 3) * torch.tensor([0.1, 2.0, 0.0]) + torch.tensor([1.0, -1.0, 5.0])
+    layer.fit(data)
+    out = layer(data)
+    torch.testing.assert_close(out[:, :2].mean(0), torch.zeros(2), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[:, :2].std(0), torch.ones(2), atol=1e-5, rtol=0)
+    assert layer.std[2] == pytest.approx(1e-2)  # a constant input: the std floor, no division by 0
+    assert not list(layer.parameters())  # buffers, not trained
+
+
+@pytest.mark.parametrize("bad", [torch.zeros(5, 2), torch.zeros(1, 3), np.zeros((5, 3))])
+def test_standardize_fit_rejects_bad_input(bad):
+    from rlnotes.deeprl import Standardize
+    with pytest.raises(ValueError, match="obs"):
+        Standardize(3).fit(bad)
+
+
+def test_standardize_rejects_bad_dim_and_clip():
+    from rlnotes.deeprl import Standardize
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="dim"):
+            Standardize(bad)
+    for bad in (0.0, -1.0, "5"):
+        with pytest.raises(ValueError, match="clip"):
+            Standardize(3, clip=bad)
+
+
+def test_standardize_clips():
+    from rlnotes.deeprl import Standardize
+    layer = Standardize(2, clip=3.0)
+    torch.testing.assert_close(layer(torch.tensor([[10.0, -0.5]])), torch.tensor([[3.0, -0.5]]))

@@ -1,0 +1,315 @@
+"""rlnotes' deep-RL trainers against Stable-Baselines3 on CartPole-v1, under one protocol.
+
+Protocol (the book's, see benchmarks/README.md): every 2,048 environment steps the current
+greedy policy plays 10 episodes on a separate 10-env evaluation env seeded seed + 10000
+(``rlnotes.deeprl.Evaluator``); per seed we report the steps to the first evaluation with mean
+return >= 475, the steps to the first of three such evaluations in a row, and the training wall
+time to the first one (model construction included, evaluation excluded), with one torch
+thread. SB3 runs with the RL-Zoo hyperparameters (rl_zoo3 2.9.2, hyperparams/*.yml, CartPole-v1)
+when it is installed (``pip install -r benchmarks/requirements-peers.txt``); rlnotes and SB3
+alternate seed by seed, so that machine load hits both alike.
+
+    .venv/bin/python benchmarks/cartpole.py                       # every trainer, 6 seeds
+    .venv/bin/python benchmarks/cartpole.py --algos dqn --seeds 0 1 --no-peers
+
+Writes ``<out>/cartpole.md`` (the table), ``cartpole.json`` (every evaluation) and
+``cartpole.png`` (learning curves, median and min-max band over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ENV_ID = "CartPole-v1"
+EVAL_EVERY = 2_048
+THRESHOLD = 475.0
+
+# rlnotes' trainers: a later chapter adds its algorithm here, one line each.
+RLNOTES = {
+    "dqn": "rlnotes.dqn",
+    "reinforce": "rlnotes.reinforce",
+    "a2c": "rlnotes.a2c",
+    "trpo": "rlnotes.trpo",
+    "ppo": "rlnotes.ppo",
+}
+
+
+def _lin(x):
+    """RL-Zoo's lin_X: decays linearly from X to 0 over training (SB3 passes progress 1 -> 0)."""
+    return lambda progress_remaining: progress_remaining * x
+
+
+def sb3_model(algo: str, seed: int):
+    """The RL-Zoo CartPole-v1 model of ``algo`` (see ../shared/PEERS.md), or None."""
+    try:
+        from stable_baselines3 import A2C, DQN, PPO
+        from stable_baselines3.common.env_util import make_vec_env
+    except ImportError:
+        return None
+    if algo == "dqn":
+        env = make_vec_env(ENV_ID, n_envs=1, seed=seed)
+        return DQN("MlpPolicy", env, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+                   learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256,
+                   gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
+                   policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
+    if algo == "ppo":
+        env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
+        return PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+                   n_epochs=20, ent_coef=0.0, learning_rate=_lin(1e-3), clip_range=_lin(0.2),
+                   seed=seed, device="cpu", verbose=0)
+    if algo == "a2c":
+        env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
+        return A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
+    if algo == "trpo":
+        try:
+            from sb3_contrib import TRPO
+        except ImportError:
+            return None
+        env = make_vec_env(ENV_ID, n_envs=2, seed=seed)
+        return TRPO("MlpPolicy", env, n_steps=512, batch_size=512, cg_damping=1e-3,
+                    gae_lambda=0.98, gamma=0.99, learning_rate=1e-3, n_critic_updates=20,
+                    seed=seed, device="cpu", verbose=0)
+    return None
+
+
+class Protocol:
+    """Evaluates every 2,048 steps and keeps the clock: training time excludes evaluation."""
+
+    def __init__(self, seed: int, budget: int, stop_after_three: bool):
+        from rlnotes.deeprl import Evaluator
+        self.evaluator = Evaluator(ENV_ID, seed)
+        self.budget, self.stop_after_three = budget, stop_after_three
+        self.next_eval = EVAL_EVERY
+        self.evals: list[tuple[int, float]] = []
+        self.eval_time = 0.0
+        self.first = self.three = self.time_first = None
+        self.run = 0
+        self.t0 = time.perf_counter()
+
+    def train_time(self) -> float:
+        return time.perf_counter() - self.t0 - self.eval_time
+
+    def __call__(self, steps: int, policy) -> bool:
+        """Returns True when training may stop."""
+        stop = False
+        while steps >= self.next_eval and self.next_eval <= self.budget:
+            if self.evals and self.evals[-1][0] == steps:  # one evaluation per step count
+                self.next_eval += EVAL_EVERY
+                continue
+            train_s = self.train_time()
+            t = time.perf_counter()
+            mean = float(np.mean(self.evaluator(policy)))
+            self.eval_time += time.perf_counter() - t
+            self.evals.append((int(steps), mean))
+            self.next_eval += EVAL_EVERY
+            if mean >= THRESHOLD:
+                self.run += 1
+                if self.first is None:
+                    self.first, self.time_first = int(steps), train_s
+                if self.run == 3 and self.three is None:
+                    self.three = self.evals[-3][0]
+                    stop = self.stop_after_three
+            else:
+                self.run = 0
+        return stop
+
+    def record(self, library: str, algo: str, seed: int, steps: int) -> dict:
+        total = self.train_time()
+        self.evaluator.close()
+        return dict(library=library, algo=algo, seed=seed, first=self.first, three=self.three,
+                    time_first=self.time_first, train_s=total, steps=steps,
+                    steps_per_s=steps / total, evals=self.evals)
+
+
+def run_rlnotes(algo: str, seed: int, budget: int, stop_after_three: bool, hp: dict) -> dict:
+    module = importlib.import_module(RLNOTES[algo])
+    protocol = Protocol(seed, budget, stop_after_three)
+    seen = {"steps": 0}
+
+    def callback(steps, policy):
+        seen["steps"] = steps
+        return protocol(steps, policy)
+
+    protocol.t0 = time.perf_counter()
+    module.train(ENV_ID, budget, seed=seed, callback=callback, **hp)
+    return protocol.record("rlnotes", algo, seed, seen["steps"])
+
+
+def run_sb3(algo: str, seed: int, budget: int, stop_after_three: bool) -> dict | None:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    protocol = Protocol(seed, budget, stop_after_three)
+    model = sb3_model(algo, seed)  # inside the clock: construction counts as training time
+    if model is None:
+        return None
+
+    def policy(obs):
+        return model.predict(obs, deterministic=True)[0]
+
+    class Every2048(BaseCallback):
+        def _on_step(self) -> bool:
+            return not protocol(self.num_timesteps, policy)
+
+    model.learn(total_timesteps=budget, callback=Every2048())
+    return protocol.record("SB3", algo, seed, int(model.num_timesteps))
+
+
+def available_algos() -> list[str]:
+    found = []
+    for algo, module in RLNOTES.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(mod, "train"):
+            found.append(algo)
+    return found
+
+
+def _fmt_steps(values, n) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return f"never within budget (0 of {n})"
+    text = f"{np.median(got):,.0f} [{min(got):,}, {max(got):,}]"
+    return text if len(got) == n else f"{text}; {n - len(got)} of {n} seeds never"
+
+
+def _fmt_time(values) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return "-"
+    return f"{np.median(got):.2f} [{min(got):.2f}, {max(got):.2f}]"
+
+
+def table(records: list[dict]) -> str:
+    lines = ["| trainer (seeds) | steps to first eval >= 475 | steps to 3 evals in a row >= 475 "
+             "| train s to first >= 475 | train steps/s |",
+             "| --- | --- | --- | --- | --- |"]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["algo"], r["library"]), []).append(r)
+    for (algo, library), rs in sorted(groups.items()):
+        n = len(rs)
+        lines.append(f"| {library} {algo.upper()} ({n}) | {_fmt_steps([r['first'] for r in rs], n)} "
+                     f"| {_fmt_steps([r['three'] for r in rs], n)} "
+                     f"| {_fmt_time([r['time_first'] for r in rs])} "
+                     f"| {np.median([r['steps_per_s'] for r in rs]):,.0f} |")
+    return "\n".join(lines)
+
+
+def per_seed(records: list[dict]) -> str:
+    lines = ["| trainer | seed | first >= 475 | 3 in a row | train s to first | train s total |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(records, key=lambda r: (r["algo"], r["library"], r["seed"])):
+        tf = "-" if r["time_first"] is None else f"{r['time_first']:.2f}"
+        lines.append(f"| {r['library']} {r['algo'].upper()} | {r['seed']} | {r['first'] or '-'} "
+                     f"| {r['three'] or '-'} | {tf} | {r['train_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def figure(records: list[dict], budget: int, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlnotes.plotting import plot_band
+
+    algos = sorted({r["algo"] for r in records})
+    fig, axes = plt.subplots(1, len(algos), figsize=(6 * len(algos), 3.6), squeeze=False)
+    x = np.arange(EVAL_EVERY, budget + 1, EVAL_EVERY)
+    for ax, algo in zip(axes[0], algos):
+        curves = {}
+        for library in ("rlnotes", "SB3"):
+            rows = []
+            for r in records:
+                if r["algo"] != algo or r["library"] != library:
+                    continue
+                got = dict(r["evals"])
+                # a run stopped after three evaluations in a row keeps its last value
+                last = np.nan
+                row = []
+                for step in x:
+                    last = got.get(int(step), last)
+                    row.append(last)
+                rows.append(row)
+            if rows:
+                curves[f"{library} {algo.upper()}"] = np.asarray(rows)
+        plot_band(x, curves, ax=ax, hline=THRESHOLD, title=f"{ENV_ID}, {algo.upper()}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algos", nargs="*", default=None, help="default: every rlnotes trainer")
+    parser.add_argument("--seeds", nargs="*", type=int, default=list(range(6)))
+    parser.add_argument("--budget", type=int, default=50_000)
+    parser.add_argument("--no-peers", action="store_true", help="rlnotes only")
+    parser.add_argument("--only-peers", action="store_true", help="SB3 only")
+    parser.add_argument("--merge", nargs="*", default=None,
+                        help="build the table and figure from these cartpole.json files")
+    parser.add_argument("--stop-after-three", action="store_true",
+                        help="stop a run after three evaluations in a row >= 475")
+    parser.add_argument("--hp", default="{}", help="JSON hyperparameters for rlnotes' trainer")
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--figure", default=None, help="also copy the figure here")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(1)
+    algos = args.algos or available_algos()
+    hp = json.loads(args.hp)
+    records = []
+    if args.merge:
+        for path in args.merge:
+            records += json.loads(Path(path).read_text())
+        args.seeds = sorted({r["seed"] for r in records})
+    for i, seed in enumerate([] if args.merge else args.seeds):
+        for algo in algos:
+            order = ["rlnotes", "SB3"] if i % 2 == 0 else ["SB3", "rlnotes"]
+            for library in order:
+                if library == "rlnotes" and args.only_peers:
+                    continue
+                if library == "rlnotes":
+                    rec = run_rlnotes(algo, seed, args.budget, args.stop_after_three, hp)
+                elif args.no_peers:
+                    continue
+                else:
+                    rec = run_sb3(algo, seed, args.budget, args.stop_after_three)
+                    if rec is None:
+                        continue
+                records.append(rec)
+                print(f"{library:8s} {algo} seed {seed}: first {rec['first']}, three "
+                      f"{rec['three']}, time to first {rec['time_first']}, "
+                      f"{rec['steps_per_s']:,.0f} steps/s", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    header = (f"{ENV_ID}, {len(args.seeds)} seeds, budget {args.budget:,} steps; "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+              f"torch {torch.__version__}, 1 thread; command: python {' '.join(sys.argv)}")
+    text = f"{header}\n\n{table(records)}\n\nPer seed:\n\n{per_seed(records)}\n"
+    (out / "cartpole.md").write_text(text)
+    (out / "cartpole.json").write_text(json.dumps(records, indent=1))
+    figure(records, args.budget, out / "cartpole.png")
+    if args.figure:
+        figure(records, args.budget, Path(args.figure))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The numerical claims of the chapter "Deep Q-networks" (book/dqn.ipynb), checked again with the
+same seeds and settings as the chapter, so that a change to the package that breaks a claim
+fails here as well as in the book's build."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlnotes import dqn
+from rlnotes.deeprl import Evaluator, ReplayBuffer, make_vec_env, step_transitions
+
+# as in the chapter
+CHAPTER_SEEDS, CHAPTER_BUDGET = (0, 1, 2), 16_384
+ABLATION_SEEDS, ABLATION_BUDGET = (0, 1), 12_288
+EVAL_EVERY = 2_048
+
+
+def run(seed, total_steps, **hp):
+    evaluator = Evaluator("CartPole-v1", seed)
+    curve = []
+
+    def callback(steps, policy):
+        if steps % EVAL_EVERY == 0:
+            curve.append(evaluator(policy).mean())
+
+    policy = dqn.train("CartPole-v1", total_steps, seed=seed, callback=callback, **hp)
+    evaluator.close()
+    return np.array(curve), policy
+
+
+def test_replay_decorrelates_successive_samples():
+    rng = np.random.default_rng(0)
+    envs = make_vec_env("CartPole-v1", 1, seed=0)
+    obs, _ = envs.reset(seed=0)
+    autoreset = np.zeros(1, dtype=bool)
+    buffer = ReplayBuffer(5_000, (4,))
+    for _ in range(5_000):
+        obs, batch, autoreset = step_transitions(envs, np.asarray([rng.integers(2)]), obs,
+                                                 autoreset)
+        buffer.add(batch["obs"], batch["actions"], batch["rewards"], batch["next_obs"],
+                   batch["terminated"])
+    theta = buffer.obs[: len(buffer), 2].numpy()
+    sampled = buffer.sample(len(buffer), torch.Generator().manual_seed(0))[0][:, 2].numpy()
+    assert np.corrcoef(theta[:-1], theta[1:])[0, 1] > 0.85
+    assert abs(np.corrcoef(sampled[:-1], sampled[1:])[0, 1]) < 0.05
+
+
+def test_polyak_average_lags_by_about_one_over_tau():
+    online, soft = [torch.zeros(1)], [torch.zeros(1)]
+    for _ in range(400):
+        online[0] += 1.0
+        dqn.polyak_update(soft, online, 0.02)
+    assert abs((400 - soft[0].item()) - (1 / 0.02 - 1)) < 0.5
+
+
+@pytest.fixture(scope="module")
+def chapter_runs():
+    return [run(seed, CHAPTER_BUDGET)[0] for seed in CHAPTER_SEEDS]
+
+
+def test_two_of_three_seeds_reach_475_within_the_chapter_budget(chapter_runs):
+    assert sum((c >= 475).any() for c in chapter_runs) >= 2
+
+
+def test_ablation_claims():
+    variants = {"full": {}, "no replay": dict(buffer_size=128, batch_size=128),
+                "no target": dict(tau=1.0, target_update_interval=1),
+                "plain": dict(double=False)}
+    late, est = {}, {}
+    for name, hp in variants.items():
+        runs = [run(seed, ABLATION_BUDGET, **hp) for seed in ABLATION_SEEDS]
+        late[name] = np.mean([c[-3:].mean() for c, _ in runs])
+        est[name] = np.mean([dqn.start_value_estimate(p, "CartPole-v1", 0.99, seed=s)
+                             for s, (_, p) in zip(ABLATION_SEEDS, runs)], axis=0)
+    assert late["full"] > late["no replay"]
+    assert est["no target"][0] > 100 * est["no target"][1]
+    assert est["full"][0] < est["full"][1] and est["plain"][0] < est["plain"][1]
