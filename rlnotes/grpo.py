@@ -32,7 +32,8 @@ from rlnotes.progress import progress
 from rlnotes.ppo import _check_like, _check_logp, _check_mask, _clipped_objective, _require_finite_where
 
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
-           "rloo_advantages", "process_advantages", "train_grpo", "grpo_step_metrics"]
+           "rloo_advantages", "process_advantages", "train_grpo", "grpo_step_metrics",
+           "group_forward", "pass_at_1"]
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -492,6 +493,29 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
     )
 
 
+@torch.no_grad()
+def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000):
+    r"""pass@1 on every prompt of ``split``: the fraction of prompts whose one sampled completion
+    (at ``temperature``) earns reward 1, an unbiased estimate of the expected accuracy of one
+    sample, :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`.
+    This is what GRPO maximises; greedy decoding (``rlnotes.lm.sft.accuracy``) reports the mode.
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    """
+    from rlnotes.lm.generation import decode
+
+    pairs = task.pairs(split)
+    if len(pairs) == 0:
+        raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")
+    hits = 0.0
+    for i in range(0, len(pairs), batch_size):
+        prompts = task.prompts_of(pairs[i:i + batch_size])
+        comp, _, mask = decode(model, prompts, task.max_new_tokens, temperature=temperature,
+                               eos_id=task.tokenizer.eos_id, generator=generator)
+        hits += float(task.reward(prompts, comp.cpu(), mask.cpu()).sum())
+    return hits / len(pairs)
+
+
 def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
@@ -526,7 +550,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
                       completion length (EOS included) to the reward
     temperature       sampling temperature (the ratio and KL use the same logits / tau)
     grad_clip         gradient norm clip (None: none)
-    eval_every        held-out greedy accuracy (pass@1) every this many steps, and at the end
+    eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
     eval_split        the split it is measured on
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
@@ -536,7 +560,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
     overlong penalty), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
     (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
-    (seconds); ``eval_step`` and ``pass1`` hold the evaluations (step 0 is the start).
+    (seconds); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
+    accuracy) hold the held-out evaluations (step 0 is the start).
 
     Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
     """
@@ -566,7 +591,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
     hist = {k: [] for k in ("reward", "accuracy", "length", "len_correct", "len_wrong", "zero_var",
-                            "entropy", "kl", "loss", "gen_s", "update_s", "eval_step", "pass1")}
+                            "entropy", "kl", "loss", "gen_s", "update_s", "eval_step", "pass1", "greedy")}
     with single_thread(device):
         ref = freeze(model)
         policy = copy.deepcopy(model).train()
@@ -574,10 +599,14 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
             p.requires_grad_(True)
         opt = torch.optim.Adam(policy.parameters(), lr=lr)
 
+        eval_gen = torch.Generator().manual_seed(10_000 + seed)
+
         def evaluate(step):
             policy.eval()
             hist["eval_step"].append(step)
-            hist["pass1"].append(accuracy(policy, task, eval_split))
+            hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
+                                           generator=eval_gen))
+            hist["greedy"].append(accuracy(policy, task, eval_split))
             policy.train()
 
         evaluate(0)

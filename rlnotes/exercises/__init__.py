@@ -7,6 +7,7 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, check, expect, expect_close,
                                     expect_own_work)
+from rlnotes.exercises.grpo import check_group_advantages, check_grpo_aggregate
 from rlnotes.exercises.mdp import check_policy_evaluation, check_q_values, check_value_iteration
 from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
                                      check_token_gae)
@@ -20,4 +21,6 @@ __all__ = [
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
     # Reinforcement learning from human feedback
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
+    # GRPO, Dr. GRPO and DAPO
+    "check_group_advantages", "check_grpo_aggregate",
 ]
