@@ -516,7 +516,7 @@ def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, bat
     return hits / len(pairs)
 
 
-def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=0.04,
+def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
                grad_clip=1.0, eval_every=10, eval_split="test", seed=0, callback=None):
@@ -536,7 +536,9 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
     steps             number of GRPO steps (each: one batch of groups)
     n_prompts         prompts per step (B); the batch holds B * G completions
     group_size        completions per prompt (G >= 2)
-    lr                Adam's learning rate (constant)
+    lr                Adam's learning rate, reached after a linear warm-up
+    warmup            warm-up steps (Adam's first steps move every weight by about lr, whatever
+                      the gradient's size: a noisy policy gradient needs them small)
     beta              weight of the k3 KL penalty to pi_ref in the loss (0: no reference pass)
     eps_low           lower clip of the ratio (1 - eps_low)
     eps_high          upper clip (1 + eps_high); None = eps_low; DAPO's clip-higher: 0.28
@@ -572,6 +574,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
     n_prompts = require_int(n_prompts, "n_prompts", minimum=1)
     group_size = require_int(group_size, "group_size", minimum=2)
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    warmup = require_int(warmup, "warmup", minimum=0)
     epochs = require_int(epochs, "epochs", minimum=1)
     oversample = require_int(oversample, "oversample", minimum=1)
     eval_every = require_int(eval_every, "eval_every", minimum=1)
@@ -612,6 +615,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=3e-4, beta=
         evaluate(0)
         for step in progress(range(1, steps + 1), desc=f"GRPO ({loss_type})"):
             t0 = time.perf_counter()
+            for group in opt.param_groups:
+                group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
             n_groups = n_prompts * (oversample if dynamic_sampling else 1)
             uniq = task.sample_prompts(n_groups, gen)
             prompts = [p for p in uniq for _ in range(group_size)]  # groups contiguous

@@ -22,7 +22,8 @@ __all__ = ["StallingAdditionTask", "finetune"]
 
 class StallingAdditionTask(AdditionTask):
     """Two-digit addition whose demonstrations stall with probability ``p_stall``: ``k`` copies
-    of ``=`` (k uniform in 1..``max_stall``) then EOS, instead of the answer. The reward is the
+    of ``=`` (k uniform in 1..``max_stall``) then EOS, instead of the answer (or, with
+    ``after=True``, after the answer's digits). The reward is the
     addition task's exact match, so a stall is always wrong; completions may run to
     ``max_new_tokens = max_stall + 2`` tokens.
 
@@ -31,17 +32,23 @@ class StallingAdditionTask(AdditionTask):
 
     name = "stalling-addition"
 
-    def __init__(self, p_stall: float = 0.3, max_stall: int = 6, n_test: int = 1000, seed: int = 0):
+    def __init__(self, p_stall: float = 0.3, max_stall: int = 6, n_test: int = 1000, seed: int = 0,
+                 after: bool = False):
         super().__init__(digits=2, n_test=n_test, seed=seed)
+        self.after = bool(after)
         self.p_stall = require_in_range(p_stall, "p_stall", 0.0, 1.0)
         self.max_stall = require_int(max_stall, "max_stall", minimum=1)
         if self.prompt_len + self.max_stall + 1 > self.max_len:
             raise ValueError(f"max_stall must be at most {self.max_len - self.prompt_len - 1} "
                              f"(the context is {self.max_len} tokens), got {max_stall}")
-        self.max_new_tokens = self.max_stall + 2
+        self.max_new_tokens = self.max_stall + 2 + (self.digits + 1 if self.after else 0)
+        if self.prompt_len + self.max_new_tokens - 1 > self.max_len:
+            raise ValueError(f"max_stall must be at most {self.max_len - self.prompt_len - self.digits - 2} "
+                             f"with after=True (the context is {self.max_len} tokens), got {max_stall}")
 
     def config(self) -> dict:
-        return dict(super().config(), task=self.name, p_stall=self.p_stall, max_stall=self.max_stall)
+        return dict(super().config(), task=self.name, p_stall=self.p_stall, max_stall=self.max_stall,
+                    after=self.after)
 
     def sft_batch(self, n, generator=None):
         """``n`` training prompts; each completion is the answer or, with probability p_stall,
@@ -53,7 +60,12 @@ class StallingAdditionTask(AdditionTask):
         seqs = []
         for p, s, kk in zip(prompts, stall.tolist(), k.tolist()):
             a, b = self.operands(p)
-            seqs.append([eq] * kk + [eos] if s else self.answer(a, b))
+            if not s:
+                seqs.append(self.answer(a, b))
+            elif self.after:  # the answer, then the stall: wrong, and longer
+                seqs.append(self.answer(a, b)[:-1] + [eq] * kk + [eos])
+            else:
+                seqs.append([eq] * kk + [eos])
         comp, mask = pad_completions(seqs, eos)
         return prompts, comp, mask
 

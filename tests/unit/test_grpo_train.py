@@ -227,3 +227,18 @@ def test_finetune_copies_and_learns_to_stall():
     for bad, name in ((dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=0), "batch_size")):
         with pytest.raises(ValueError, match=name):
             finetune(model, task, **{"steps": 1, **bad})
+
+
+def test_stalling_after_the_answer():
+    task = StallingAdditionTask(p_stall=1.0, max_stall=4, after=True)
+    prompts, comp, mask = task.sft_batch(50, torch.Generator().manual_seed(0))
+    assert bool((task.reward(prompts, comp, mask) == 0).all())  # a stall after the answer is wrong
+    eq = task.tokenizer.stoi["="]
+    for p, c, m in zip(prompts, comp.tolist(), mask.tolist()):
+        a, b = task.operands(p)
+        answer = task.answer(a, b)[:-1]
+        got = [t for t, k in zip(c, m) if k]
+        assert got[:len(answer)] == answer and got[len(answer)] == eq and got[-1] == task.tokenizer.eos_id
+    assert task.max_new_tokens == 9 and task.config()["after"] is True
+    with pytest.raises(ValueError, match="max_stall"):
+        StallingAdditionTask(max_stall=6, after=True)
