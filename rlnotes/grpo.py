@@ -562,7 +562,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     overlong penalty), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
     (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
-    (seconds); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
+    (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start).
 
     Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
@@ -594,7 +594,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
     hist = {k: [] for k in ("reward", "accuracy", "length", "len_correct", "len_wrong", "zero_var",
-                            "entropy", "kl", "loss", "gen_s", "update_s", "eval_step", "pass1", "greedy")}
+                            "entropy", "kl", "loss", "gen_s", "update_s", "gen_cpu_s", "update_cpu_s", "eval_step", "pass1",
+                            "greedy")}
     with single_thread(device):
         ref = freeze(model)
         policy = copy.deepcopy(model).train()
@@ -614,7 +615,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
 
         evaluate(0)
         for step in progress(range(1, steps + 1), desc=f"GRPO ({loss_type})"):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for group in opt.param_groups:
                 group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
             n_groups = n_prompts * (oversample if dynamic_sampling else 1)
@@ -641,7 +642,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             comp_b, mask_b = comp[rows].to(device), mask[rows].to(device)
             old_b = old_logp[rows.to(old_logp.device)].to(device)
             adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
                 ref_logp, _ = group_forward(ref, uniq_b, comp_b, group_size, temperature=temperature)
             for _ in range(epochs):
@@ -658,9 +659,10 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             with torch.no_grad():
                 kl = _k3(torch.where(m, logp.detach(), 0.0), torch.where(m, ref_logp, 0.0))
                 kl = float((kl * m).sum() / m.sum())
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.process_time()
             stats.update(entropy=_entropy_of(policy, hidden, m, temperature), kl=kl,
-                         loss=float(loss.detach()), gen_s=t1 - t0, update_s=t2 - t1)
+                         loss=float(loss.detach()), gen_s=t1 - t0, update_s=t2 - t1,
+                         gen_cpu_s=c1 - c0, update_cpu_s=c2 - c1)
             for k, v in stats.items():
                 hist[k].append(v)
             if step % eval_every == 0 or step == steps:
