@@ -93,7 +93,7 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-4):
     ``group_size >= 2`` and ``scale="batch"`` at least two rewards; both raise ``ValueError``
     otherwise. ``scale="none"`` accepts ``group_size = 1`` (the advantage is then 0).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Group-relative advantages.
+    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
     """
     scale = require_choice(scale, "scale", SCALES)
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
