@@ -37,7 +37,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--lr", type=float, default=4e-4)
+    ap.add_argument("--lr", type=float, default=2e-4)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     task = AdditionTask()
@@ -48,7 +48,7 @@ def main(argv=None):
     for name, kw in LADDER.items():
         res = []
         for seed in range(args.seeds):
-            _, h = train_grpo(sft, task, args.steps, n_prompts=16, group_size=8, lr=args.lr,
+            _, h = train_grpo(sft, task, args.steps, n_prompts=16, group_size=8, lr=args.lr, warmup=10,
                               beta=0.0, eval_every=args.steps, seed=seed, **kw)
             res.append((h["pass1"][-1], h["entropy"][-1], float(np.mean(h["zero_var"][-10:]))))
         res = np.array(res)
