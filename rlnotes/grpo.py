@@ -13,9 +13,13 @@ belongs to group ``i // G``. Token tensors are (B*G, T), right-padded, with a 0/
 
 from __future__ import annotations
 
+import copy
+import time
+
 import torch
 
 from rlnotes._validate import (
+    require_binary,
     require_choice,
     require_float_tensor,
     require_in_range,
@@ -24,8 +28,11 @@ from rlnotes._validate import (
     require_tensor,
 )
 from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, k3, require_finite_where
+from rlnotes.progress import progress
 
-__all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty"]
+__all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
+           "rloo_advantages", "process_advantages", "train_grpo", "grpo_step_metrics",
+           "group_forward", "pass_at_1"]
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -85,7 +92,7 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-4):
     ``group_size >= 2`` and ``scale="batch"`` at least two rewards; both raise ``ValueError``
     otherwise. ``scale="none"`` accepts ``group_size = 1`` (the advantage is then 0).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Group-relative advantages.
+    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
     """
     scale = require_choice(scale, "scale", SCALES)
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
@@ -146,14 +153,16 @@ def overlong_penalty(lengths, max_len, cache_len):
             -1 & |o| > L_{max}
         \end{cases}
 
-    A linear ramp from 0 to -1 over the last ``cache_len`` tokens of the budget.
+    A linear ramp from 0 to -1 over the last ``cache_len`` tokens of the budget. With
+    ``cache_len = 0`` there is no ramp: the hard limit, 0 up to ``max_len`` and -1 beyond (as
+    DAPO's formula reads with L_cache = 0, and as TRL allows).
 
     ==========  ================  ===================================================
     argument    shape             meaning
     ==========  ================  ===================================================
     lengths     any (...)         completion lengths |o| (integer or float, >= 0)
     max_len     int >= 1          L_max, the length budget
-    cache_len   int, 1..max_len   L_cache, the length of the ramp
+    cache_len   int, 0..max_len   L_cache, the length of the ramp (0: a hard limit)
     returns     lengths' shape    the penalty, in [-1, 0]; float (lengths' dtype if it
                                   is floating, else torch's default dtype)
     ==========  ================  ===================================================
@@ -164,7 +173,7 @@ def overlong_penalty(lengths, max_len, cache_len):
     if lengths.dtype == torch.bool or lengths.dtype.is_complex:
         raise ValueError(f"lengths must hold real numbers, got dtype {lengths.dtype}")
     max_len = require_int(max_len, "max_len", minimum=1)
-    cache_len = require_int(cache_len, "cache_len", minimum=1)
+    cache_len = require_int(cache_len, "cache_len", minimum=0)
     if cache_len > max_len:
         raise ValueError(f"cache_len must be <= max_len ({max_len}), got {cache_len}")
     dtype = lengths.dtype if torch.is_floating_point(lengths) else torch.get_default_dtype()
@@ -173,8 +182,11 @@ def overlong_penalty(lengths, max_len, cache_len):
         raise ValueError("lengths must contain only finite values")
     if bool((length < 0).any()):
         raise ValueError("lengths must be >= 0")
-    ramp = ((max_len - cache_len) - length) / cache_len
-    penalty = torch.clamp(ramp, max=0.0)  # 0 up to max_len - cache_len, then the ramp ...
+    if cache_len == 0:  # the hard limit: no ramp
+        penalty = torch.zeros_like(length)
+    else:
+        ramp = ((max_len - cache_len) - length) / cache_len
+        penalty = torch.clamp(ramp, max=0.0)  # 0 up to max_len - cache_len, then the ramp ...
     return torch.where(length > max_len, torch.full_like(penalty, -1.0), penalty)  # ... then -1
 
 
@@ -291,3 +303,370 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     if loss_type in ("dapo", "bnpo"):
         return per_token.sum() / tokens_per_row.sum().to(logp.dtype)
     return per_token.sum() / (B * (T if max_tokens is None else max_tokens))
+
+
+def rloo_advantages(rewards, group_size):
+    r"""REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024): each completion's
+    baseline is the mean reward of the *other* completions of its group.
+
+    .. math::  A_i = r_i - \frac{1}{G - 1} \sum_{j \ne i} r_j = \frac{G}{G - 1} (r_i - \bar r)
+
+    so RLOO's advantage is the group-mean advantage (``group_advantages(scale="none")``) times
+    G / (G - 1): the same direction, a constant factor larger.
+
+    ==========  ===========  ====================================================
+    rewards     (B*G,)       rewards, groups of G contiguous
+    group_size  int G >= 2   completions per prompt; must divide B*G
+    returns     (B*G,)       A_i, in rewards' dtype (float)
+    ==========  ===========  ====================================================
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
+    """
+    grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
+    if group_size < 2:
+        raise ValueError(f"group_size must be >= 2 (leave-one-out needs another sample), got {group_size}")
+    others = (grouped.sum(dim=1, keepdim=True) - grouped) / (group_size - 1)
+    return (grouped - others).reshape(-1)
+
+
+def process_advantages(step_rewards, step_ends, mask, group_size, eps=1e-4):
+    r"""GRPO with process supervision (Shao et al. 2024, section 4.1.3): one reward per step.
+
+    The rewards of every step of every completion of a group are normalised together,
+    ``r~ = (r - mean(R_g)) / (std(R_g) + eps)`` with R_g all step rewards of group g, and a
+    token's advantage is the sum of the normalised rewards of the steps that end at or after it:
+
+    .. math::  \hat A_{i,t} = \sum_{k:\ \text{end}(i, k) \ge t} \tilde r_{i,k}
+
+    ============  =================  ===================================================
+    step_rewards  (N, K) float       reward of step k of completion i (N = B*G)
+    step_ends     (N, K) long        index of the last token of step k (increasing in k)
+    mask          (N, T) 0/1         1 on the completion's tokens
+    group_size    int G >= 1         completions per prompt; must divide N
+    eps           float >= 0         added to the std
+    returns       (N, T)             A_{i,t}, 0 where mask is 0
+    ============  =================  ===================================================
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Outcome and process supervision.
+    """
+    require_float_tensor(step_rewards, "step_rewards")
+    require_ndim(step_rewards, "step_rewards", 2)
+    require_tensor(step_ends, "step_ends")
+    if tuple(step_ends.shape) != tuple(step_rewards.shape) or step_ends.dtype.is_floating_point:
+        raise ValueError(f"step_ends must be an integer tensor of step_rewards' shape "
+                         f"{tuple(step_rewards.shape)}, got {tuple(step_ends.shape)} {step_ends.dtype}")
+    require_tensor(mask, "mask")
+    require_ndim(mask, "mask", 2)
+    N, K = step_rewards.shape
+    if N == 0 or K == 0:
+        raise ValueError("step_rewards must not be empty (an empty group)")
+    if mask.shape[0] != N:
+        raise ValueError(f"mask must have {N} rows (one per completion), got {mask.shape[0]}")
+    require_binary(mask, "mask")
+    group_size = require_int(group_size, "group_size", minimum=1)
+    if N % group_size:
+        raise ValueError(f"group_size must divide the number of completions {N}, got {group_size}")
+    eps = require_in_range(eps, "eps", 0.0, float("inf"))
+    if not bool(torch.isfinite(step_rewards).all()):
+        raise ValueError("step_rewards must contain only finite values")
+    grouped = step_rewards.reshape(N // group_size, group_size * K)
+    if group_size * K < 2:
+        raise ValueError("group_size * K must be >= 2 (the std of one reward is undefined)")
+    norm = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + eps)
+    norm = norm.reshape(N, K)
+    T = mask.shape[1]
+    t = torch.arange(T, device=mask.device)
+    counts = (step_ends.to(mask.device)[:, :, None] >= t[None, None, :]).to(norm.dtype)  # (N, K, T)
+    adv = (norm[:, :, None] * counts).sum(dim=1)
+    return adv * mask.to(adv.dtype)
+
+
+# --- training -------------------------------------------------------------------------------
+
+
+def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
+    r"""Teacher-forced log-probs of ``G`` completions per prompt, computing each prompt once.
+
+    The G completions of a group share their prompt, so its keys and values (and the logits at
+    its last position, which score the first completion token) are computed once per group and
+    repeated G times, instead of once per completion as
+    :func:`rlnotes.lm.generation.completion_forward` does. Same numbers (up to float rounding),
+    same gradients, about half the work on the addition task (7 prompt tokens, 4 answer tokens).
+
+    ============  ================  ======================================================
+    model         TinyGPT           the policy
+    prompts       list of B lists   one prompt per group (token ids; lengths may differ)
+    completions   (B*G, L) long     the completions, groups contiguous, right-padded
+    group_size    int G >= 1        completions per prompt
+    returns       logp (B*G, L)     log pi_theta(y_t | x, y_<t) under logits / temperature
+                                    (not masked: multiply by the mask)
+                  hidden (B*G, L, W)  final hidden state at the position predicting y_t
+    ============  ================  ======================================================
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    """
+    from rlnotes.lm.generation import gather_logprobs, left_pad
+
+    group_size = require_int(group_size, "group_size", minimum=1)
+    if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
+        raise ValueError("prompts must be a non-empty list of token-id lists (one per group)")
+    require_tensor(completions, "completions")
+    require_ndim(completions, "completions", 2)
+    N, L = completions.shape
+    if N != len(prompts) * group_size or L == 0:
+        raise ValueError(f"completions must have shape ({len(prompts) * group_size}, L >= 1) "
+                         f"(group_size rows per prompt), got {tuple(completions.shape)}")
+    G, device = group_size, completions.device
+    tokens, valid, positions = left_pad(prompts, device)
+    B, P = tokens.shape
+    if P + L - 1 > model.max_len:
+        raise ValueError(f"completions: prompt + completion exceed the model's max_len={model.max_len}")
+    W = model.width
+    ar_p = torch.arange(P, device=device)
+    allowed_p = ((ar_p[None, :] <= ar_p[:, None])[None, None] & valid[:, None, None, :]) \
+        | torch.eye(P, dtype=torch.bool, device=device)[None, None]
+    x = model.tok_emb(tokens) + model.pos_emb(positions)  # (B, P, W)
+    has_c = L > 1
+    if has_c:  # completion tokens 0..L-2 are inputs; each sees the prompt's real tokens and its past
+        ar_c = torch.arange(L - 1, device=device)
+        causal = (ar_c[None, :] <= ar_c[:, None]).expand(N, 1, L - 1, L - 1)
+        seen_p = valid.repeat_interleave(G, 0)[:, None, None, :].expand(N, 1, L - 1, P)
+        allowed_c = torch.cat([seen_p, causal], dim=3)
+        pos_c = (positions[:, -1:] + 1 + ar_c).repeat_interleave(G, 0)
+        y = model.tok_emb(completions[:, :-1]) + model.pos_emb(pos_c)  # (N, L-1, W)
+
+    def heads(z, n, t, attn):
+        return z.view(n, t, attn.n_heads, attn.head_dim).transpose(1, 2)
+
+    F = torch.nn.functional
+    for block in model.blocks:
+        attn = block.attn
+        q, k, v = (heads(z, B, P, attn) for z in attn.qkv(block.ln1(x)).split(W, dim=2))
+        if has_c:
+            qc, kc, vc = (heads(z, N, L - 1, attn) for z in attn.qkv(block.ln1(y)).split(W, dim=2))
+            K = torch.cat([k.repeat_interleave(G, 0), kc], dim=2)
+            V = torch.cat([v.repeat_interleave(G, 0), vc], dim=2)
+            yc = F.scaled_dot_product_attention(qc, K, V, attn_mask=allowed_c)
+            y = y + attn.proj(yc.transpose(1, 2).reshape(N, L - 1, W))
+            y = y + block.mlp(block.ln2(y))
+        xp = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_p)
+        x = x + attn.proj(xp.transpose(1, 2).reshape(B, P, W))
+        x = x + block.mlp(block.ln2(x))
+    hidden = model.ln_f(x[:, -1:]).repeat_interleave(G, 0)  # predicts completion token 0
+    if has_c:
+        hidden = torch.cat([hidden, model.ln_f(y)], dim=1)
+    logits = model.head(hidden)
+    return gather_logprobs(logits / temperature, completions), hidden
+
+
+
+
+def _entropy_of(model, hidden, mask, temperature):
+    """Mean per-token entropy of the policy at the completion's tokens (no gradient)."""
+    with torch.no_grad():
+        logits = model.head(hidden.detach()) / temperature
+        logq = torch.log_softmax(logits.float(), dim=-1)
+        ent = -(logq.exp() * logq).sum(-1)
+        m = mask.to(ent.dtype)
+        return float((ent * m).sum() / m.sum().clamp(min=1))
+
+
+def grpo_step_metrics(rewards, correct, lengths, group_size):
+    """Per-step statistics of a batch of groups: mean reward, accuracy, mean length, the mean
+    length of correct and of incorrect completions (NaN when there are none) and the fraction
+    of groups whose rewards are all equal.
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    """
+    keep = dynamic_sampling_mask(rewards, group_size)
+    lengths = lengths.to(torch.float64)
+    c = correct.bool()
+    nan = float("nan")
+    return dict(
+        reward=float(rewards.mean()),
+        accuracy=float(c.double().mean()),
+        length=float(lengths.mean()),
+        len_correct=float(lengths[c].mean()) if bool(c.any()) else nan,
+        len_wrong=float(lengths[~c].mean()) if bool((~c).any()) else nan,
+        zero_var=1.0 - float(keep.view(-1, group_size)[:, 0].double().mean()),
+    )
+
+
+@torch.no_grad()
+def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000):
+    r"""pass@1 on every prompt of ``split``: the fraction of prompts whose one sampled completion
+    (at ``temperature``) earns reward 1, an unbiased estimate of the expected accuracy of one
+    sample, :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`.
+    This is what GRPO maximises; greedy decoding (``rlnotes.lm.sft.accuracy``) reports the mode.
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    """
+    from rlnotes.lm.generation import decode
+
+    pairs = task.pairs(split)
+    if len(pairs) == 0:
+        raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")
+    hits = 0.0
+    for i in range(0, len(pairs), batch_size):
+        prompts = task.prompts_of(pairs[i:i + batch_size])
+        comp, _, mask = decode(model, prompts, task.max_new_tokens, temperature=temperature,
+                               eos_id=task.tokenizer.eos_id, generator=generator)
+        hits += float(task.reward(prompts, comp.cpu(), mask.cpu()).sum())
+    return hits / len(pairs)
+
+
+def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
+               eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
+               dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
+               grad_clip=1.0, eval_every=10, eval_split="test", seed=0, callback=None):
+    r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
+    ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
+    serves as pi_ref).
+
+    One step: sample ``n_prompts`` training prompts, sample a group of ``group_size``
+    completions of each from pi_theta_old (the current policy, before this step's update) in
+    one batched generation with the KV cache, score them with the task's verifiable reward,
+    compute group advantages, then ``epochs`` gradient steps on :func:`grpo_loss` (one
+    teacher-forced forward and backward each; pi_theta_old's log-probs come from the sampler).
+
+    ================  ==========================================================================
+    model             the starting policy (a TinyGPT, usually the SFT model); also pi_ref
+    task              a verifiable task (``sample_prompts``, ``reward``, ``max_new_tokens``)
+    steps             number of GRPO steps (each: one batch of groups)
+    n_prompts         prompts per step (B); the batch holds B * G completions
+    group_size        completions per prompt (G >= 2)
+    lr                Adam's learning rate, reached after a linear warm-up
+    warmup            warm-up steps (Adam's first steps move every weight by about lr, whatever
+                      the gradient's size: a noisy policy gradient needs them small)
+    beta              weight of the k3 KL penalty to pi_ref in the loss (0: no reference pass)
+    eps_low           lower clip of the ratio (1 - eps_low)
+    eps_high          upper clip (1 + eps_high); None = eps_low; DAPO's clip-higher: 0.28
+    loss_type         "grpo", "dapo" (token-level) or "dr_grpo", see :func:`grpo_loss`
+    scale             advantage denominator: "group" (GRPO), "batch", "none" (Dr. GRPO)
+    epochs            gradient steps per batch (mu); > 1 makes the ratio and the clip matter
+    dynamic_sampling  DAPO: sample ``oversample * n_prompts`` groups and train on (up to)
+                      ``n_prompts`` whose rewards are not all equal
+    oversample        how many times more groups to sample with dynamic sampling (>= 1)
+    overlong          None or ``(max_len, cache_len)``: add :func:`overlong_penalty` of the
+                      completion length (EOS included) to the reward
+    temperature       sampling temperature (the ratio and KL use the same logits / tau)
+    grad_clip         gradient norm clip (None: none)
+    eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
+    eval_split        the split it is measured on
+    seed              sampling of prompts and completions
+    callback          ``callback(step, policy, history)`` after each step; True stops training
+    ================  ==========================================================================
+
+    ``history`` holds one value per step for ``reward`` (the task's reward, without the
+    overlong penalty), ``accuracy`` (of the samples), ``length``, ``len_correct``,
+    ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
+    (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
+    (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
+    accuracy) hold the held-out evaluations (step 0 is the start).
+
+    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    """
+    from rlnotes.lm.generation import decode
+    from rlnotes.lm.sft import accuracy, freeze, single_thread
+
+    steps = require_int(steps, "steps", minimum=1)
+    n_prompts = require_int(n_prompts, "n_prompts", minimum=1)
+    group_size = require_int(group_size, "group_size", minimum=2)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    warmup = require_int(warmup, "warmup", minimum=0)
+    epochs = require_int(epochs, "epochs", minimum=1)
+    oversample = require_int(oversample, "oversample", minimum=1)
+    eval_every = require_int(eval_every, "eval_every", minimum=1)
+    beta = require_in_range(beta, "beta", 0.0, float("inf"))
+    require_choice(loss_type, "loss_type", LOSS_TYPES)
+    require_choice(scale, "scale", SCALES)
+    temperature = require_in_range(temperature, "temperature", 0.0, float("inf"), low_open=True)
+    if overlong is not None:
+        if not isinstance(overlong, (tuple, list)) or len(overlong) != 2:
+            raise ValueError(f"overlong must be None or a pair (max_len, cache_len), got {overlong!r}")
+        overlong_penalty(torch.zeros(1), *overlong)  # validates max_len and cache_len
+    if grad_clip is not None:
+        grad_clip = require_in_range(grad_clip, "grad_clip", 0.0, float("inf"), low_open=True)
+    if hasattr(task, "pairs") and len(task.pairs("train")) == 0:
+        raise ValueError("task must have training prompts, got an empty prompt set")
+    eos = task.tokenizer.eos_id
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
+    hist = {k: [] for k in ("reward", "accuracy", "length", "len_correct", "len_wrong", "zero_var",
+                            "entropy", "kl", "loss", "gen_s", "update_s", "gen_cpu_s", "update_cpu_s", "eval_step", "pass1",
+                            "greedy")}
+    with single_thread(device):
+        ref = freeze(model)
+        policy = copy.deepcopy(model).train()
+        for p in policy.parameters():
+            p.requires_grad_(True)
+        opt = torch.optim.Adam(policy.parameters(), lr=lr)
+
+        eval_gen = torch.Generator().manual_seed(10_000 + seed)
+
+        def evaluate(step):
+            policy.eval()
+            hist["eval_step"].append(step)
+            hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
+                                           generator=eval_gen))
+            hist["greedy"].append(accuracy(policy, task, eval_split))
+            policy.train()
+
+        evaluate(0)
+        for step in progress(range(1, steps + 1), desc=f"GRPO ({loss_type})"):
+            t0, c0 = time.perf_counter(), time.process_time()
+            for group in opt.param_groups:
+                group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
+            n_groups = n_prompts * (oversample if dynamic_sampling else 1)
+            uniq = task.sample_prompts(n_groups, gen)
+            prompts = [p for p in uniq for _ in range(group_size)]  # groups contiguous
+            with torch.no_grad():  # pi_theta_old samples the group
+                comp, old_logp, mask = decode(policy, prompts, task.max_new_tokens,
+                                              temperature=temperature, eos_id=eos, generator=gen)
+            comp, mask = comp.cpu(), mask.cpu()
+            correct = task.reward(prompts, comp, mask)
+            lengths = mask.sum(1)
+            rewards = correct.clone()
+            if overlong is not None:
+                rewards = rewards + overlong_penalty(lengths, *overlong).to(rewards.dtype)
+            stats = grpo_step_metrics(rewards, correct, lengths, group_size)
+            groups = torch.arange(n_groups)
+            if dynamic_sampling:  # keep the first n_prompts informative groups
+                informative = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]
+                groups = torch.nonzero(informative).flatten()[:n_prompts]
+                if len(groups) == 0:
+                    groups = torch.arange(n_prompts)  # nothing informative: a zero-gradient step
+            rows = (groups[:, None] * group_size + torch.arange(group_size)).flatten()
+            uniq_b = [uniq[i] for i in groups.tolist()]
+            comp_b, mask_b = comp[rows].to(device), mask[rows].to(device)
+            old_b = old_logp[rows.to(old_logp.device)].to(device)
+            adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
+            t1, c1 = time.perf_counter(), time.process_time()
+            with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
+                ref_logp, _ = group_forward(ref, uniq_b, comp_b, group_size, temperature=temperature)
+            for _ in range(epochs):
+                logp, hidden = group_forward(policy, uniq_b, comp_b, group_size, temperature=temperature)
+                loss = grpo_loss(logp, old_b, ref_logp, adv, mask_b, eps_low=eps_low,
+                                 eps_high=eps_high, beta=beta, loss_type=loss_type,
+                                 max_tokens=task.max_new_tokens)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
+                opt.step()
+            m = mask_b.bool()
+            with torch.no_grad():
+                kl = k3(torch.where(m, logp.detach(), 0.0), torch.where(m, ref_logp, 0.0))
+                kl = float((kl * m).sum() / m.sum())
+            t2, c2 = time.perf_counter(), time.process_time()
+            stats.update(entropy=_entropy_of(policy, hidden, m, temperature), kl=kl,
+                         loss=float(loss.detach()), gen_s=t1 - t0, update_s=t2 - t1,
+                         gen_cpu_s=c1 - c0, update_cpu_s=c2 - c1)
+            for k, v in stats.items():
+                hist[k].append(v)
+            if step % eval_every == 0 or step == steps:
+                evaluate(step)
+            if callback is not None and callback(step, policy, hist):
+                break
+    policy.eval()
+    return policy, hist

@@ -2,7 +2,7 @@
 
 Checks for each chapter live in their own module and are re-exported here, so a notebook writes
 ``from rlnotes.exercises import check_value_iteration``. The command line
-(``python -m rlnotes.exercises student|student-book|grade|nbgrader``) is in ``__main__.py``.
+(``python -m rlnotes.exercises student|student-book|grade``) is in ``__main__.py``.
 """
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
@@ -10,6 +10,7 @@ from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
 from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
+from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
@@ -41,4 +42,6 @@ __all__ = [
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation
     "check_dpo_loss", "check_optimal_policy",
+    # GRPO, Dr. GRPO and DAPO
+    "check_group_advantages", "check_grpo_aggregate",
 ]

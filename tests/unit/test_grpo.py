@@ -140,11 +140,22 @@ def test_overlong_penalty_values():
     torch.testing.assert_close(overlong_penalty(torch.tensor([0.0, 5.0, 10.0]), 10, 10), torch.tensor([0.0, -0.5, -1.0]))
 
 
+def test_overlong_penalty_hard_limit_cache_len_zero():
+    lengths = torch.tensor([0, 5, 10, 11, 50])
+    want = torch.tensor([0.0, 0.0, 0.0, -1.0, -1.0], dtype=torch.get_default_dtype())
+    torch.testing.assert_close(overlong_penalty(lengths, 10, 0), want)
+    x = torch.tensor([10.0, 10.0 + 1e-9], dtype=torch.float64)
+    torch.testing.assert_close(overlong_penalty(x, 10, 0), torch.tensor([0.0, -1.0], dtype=torch.float64))
+    # on whole lengths, a one-token ramp is the hard limit one token earlier
+    torch.testing.assert_close(overlong_penalty(lengths, 10, 1), overlong_penalty(lengths, 9, 0))
+
+
 @pytest.mark.parametrize(
     "args, name",
     [
         ((torch.tensor([1, 2]), 10, 11), "cache_len"),
-        ((torch.tensor([1, 2]), 10, 0), "cache_len"),
+        ((torch.tensor([1, 2]), 10, -1), "cache_len"),
+        ((torch.tensor([1, 2]), 10, 2.5), "cache_len"),
         ((torch.tensor([1, 2]), 0, 1), "max_len"),
         ((torch.tensor([1, 2]), 10.5, 2), "max_len"),
         ((torch.tensor([-1, 2]), 10, 2), "lengths"),

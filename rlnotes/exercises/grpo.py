@@ -1,0 +1,112 @@
+"""Checks of the exercises of the chapter "GRPO, Dr. GRPO and DAPO".
+
+Each check calls the reader's function on random inputs with fixed seeds, compares with
+rlnotes.grpo's implementation, and recognises the usual mistakes (the population std instead of
+Bessel's, a batch-wide mean, no centring; the three loss aggregations confused with each other).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import rlnotes.grpo as grpo
+from rlnotes.exercises.core import ExerciseFailed, check, expect_close, expect_own_work
+
+__all__ = ["check_group_advantages", "check_grpo_aggregate"]
+
+
+def _call(func, what, *args):
+    try:
+        out = func(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:  # the reader's code crashed: say where
+        raise ExerciseFailed(f"{what} raised {type(err).__name__}: {err}",
+                             "Run it on a small example and compare shapes.") from None
+    return out
+
+
+def _numpy(x, what):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ExerciseFailed(f"{what} is not a tensor.", "Return a torch tensor.") from None
+
+
+def _matches(a, b):
+    return a.shape == b.shape and np.allclose(a, b, atol=1e-6, rtol=1e-6)
+
+
+@check
+def check_group_advantages(my_group_advantages):
+    """``my_group_advantages(rewards, G)`` -> (B*G,) GRPO advantages (group std, eps = 1e-4)."""
+    expect_own_work(my_group_advantages, grpo.group_advantages, grpo.rloo_advantages)
+    for seed, G in ((0, 4), (1, 8), (2, 2)):
+        g = torch.Generator().manual_seed(seed)
+        rewards = torch.randint(0, 2, (5 * G,), generator=g).double()
+        rewards[:G] = 1.0  # an all-correct group: advantage 0
+        rewards[G:2 * G] = torch.randn(G, generator=g, dtype=torch.float64)
+        got = _numpy(_call(my_group_advantages, "my_group_advantages", rewards.clone(), G), "the advantages")
+        want = grpo.group_advantages(rewards, G).numpy()
+        grouped = rewards.view(-1, G)
+        centred = (grouped - grouped.mean(1, keepdim=True))
+        if got.shape == want.shape:
+            pop = (centred / (grouped.std(1, unbiased=False, keepdim=True) + 1e-4)).reshape(-1).numpy()
+            if _matches(got, pop) and not _matches(pop, want):
+                raise ExerciseFailed("The std is the population std (divide by G).",
+                                     "GRPO (and torch.std) use Bessel's correction: divide by G - 1.")
+            if _matches(got, (rewards - rewards.mean()).numpy()) or \
+                    _matches(got, ((rewards - rewards.mean()) / (rewards.std() + 1e-4)).numpy()):
+                raise ExerciseFailed("The baseline is the mean over the whole batch.",
+                                     "Each completion is compared with its own group: "
+                                     "rewards.view(-1, G).mean(1).")
+            if _matches(got, centred.reshape(-1).numpy()) and not _matches(centred.reshape(-1).numpy(), want):
+                raise ExerciseFailed("The advantages are centred but not divided by the group std.",
+                                     "That is Dr. GRPO's advantage; GRPO divides by std + 1e-4.")
+            if _matches(got, (grouped / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1).numpy()):
+                raise ExerciseFailed("The group mean is not subtracted.",
+                                     "A_i = (r_i - mean of the group) / (std of the group + 1e-4).")
+        expect_close(got, want, "the advantages",
+                     hint="view(-1, G): subtract each row's mean, divide by its std (n - 1) + 1e-4.")
+
+
+@check
+def check_grpo_aggregate(my_grpo_aggregate):
+    """``my_grpo_aggregate(per_token, mask, loss_type, max_tokens)`` -> the scalar loss."""
+    expect_own_work(my_grpo_aggregate, grpo.grpo_loss)
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        B, T = 6, 7
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        lengths[0] = 1
+        mask = (torch.arange(T)[None] < lengths[:, None]).long()
+        per_token = torch.randn((B, T), generator=g, dtype=torch.float64) * mask
+        max_tokens = T + 1 + seed
+        m = mask.double()
+        want = {
+            "grpo": ((per_token * m).sum(1) / m.sum(1)).mean(),
+            "dapo": (per_token * m).sum() / m.sum(),
+            "dr_grpo": (per_token * m).sum() / (B * max_tokens),
+        }
+        for loss_type, w in want.items():
+            out = _call(my_grpo_aggregate, "my_grpo_aggregate", per_token.clone(), mask.clone(),
+                        loss_type, max_tokens)
+            got = _numpy(out, f"the {loss_type!r} loss")
+            if got.shape != ():
+                raise ExerciseFailed(f"The {loss_type!r} loss has shape {got.shape}: expected a scalar.",
+                                     "Reduce over both the batch and the tokens.")
+            if loss_type != "dr_grpo" and _matches(got, per_token.mean().numpy()):
+                raise ExerciseFailed("The padding was averaged in.", "Divide by the number of real tokens.")
+            for other, v in want.items():
+                if other != loss_type and _matches(got, v.numpy()) and not _matches(v.numpy(), w.numpy()):
+                    raise ExerciseFailed(f"loss_type={loss_type!r} computed the {other!r} aggregation.",
+                                         "grpo: mean of per-sequence token means; dapo: sum over all "
+                                         "tokens / their number; dr_grpo: sum / (B * max_tokens).")
+            if loss_type == "dr_grpo" and _matches(got, ((per_token * m).sum() / (B * T)).numpy()):
+                raise ExerciseFailed("dr_grpo divided by B * T, not B * max_tokens.",
+                                     "The constant is the generation budget max_tokens.")
+            expect_close(got, w.numpy(), f"the {loss_type!r} loss",
+                         hint="Multiply by the mask before summing; count tokens with mask.sum.")

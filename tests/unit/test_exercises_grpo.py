@@ -1,0 +1,77 @@
+"""The GRPO chapter's exercise checks accept correct solutions and catch the typical mistakes."""
+
+import pytest
+import torch
+
+from rlnotes.exercises import ExerciseFailed, check_group_advantages, check_grpo_aggregate
+from rlnotes.grpo import group_advantages
+
+
+def good_adv(rewards, G):
+    r = rewards.view(-1, G)
+    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).reshape(-1)
+
+
+def population_std(rewards, G):
+    r = rewards.view(-1, G)
+    return ((r - r.mean(1, keepdim=True)) / (r.std(1, unbiased=False, keepdim=True) + 1e-4)).reshape(-1)
+
+
+def batch_mean(rewards, G):
+    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+
+
+def no_std(rewards, G):
+    r = rewards.view(-1, G)
+    return (r - r.mean(1, keepdim=True)).reshape(-1)
+
+
+def calls_rlnotes(rewards, G):
+    return group_advantages(rewards, G)
+
+
+def test_group_advantages_check_accepts_correct(capsys):
+    check_group_advantages(good_adv)
+    assert "passed" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("wrong, words", [(population_std, "population"), (batch_mean, "whole batch"),
+                                          (no_std, "not divided"), (calls_rlnotes, "")])
+def test_group_advantages_check_catches(wrong, words):
+    with pytest.raises(ExerciseFailed) as err:
+        check_group_advantages(wrong)
+    assert words in err.value.message
+
+
+def good_agg(per_token, mask, loss_type, max_tokens):
+    m = mask.to(per_token.dtype)
+    if loss_type == "grpo":
+        return ((per_token * m).sum(1) / m.sum(1)).mean()
+    if loss_type == "dapo":
+        return (per_token * m).sum() / m.sum()
+    return (per_token * m).sum() / (per_token.shape[0] * max_tokens)
+
+
+def swapped(per_token, mask, loss_type, max_tokens):
+    return good_agg(per_token, mask, {"grpo": "dapo", "dapo": "grpo"}.get(loss_type, loss_type), max_tokens)
+
+
+def dr_by_T(per_token, mask, loss_type, max_tokens):
+    return good_agg(per_token, mask, loss_type, per_token.shape[1])
+
+
+def padding_in(per_token, mask, loss_type, max_tokens):
+    return per_token.mean() if loss_type == "dapo" else good_agg(per_token, mask, loss_type, max_tokens)
+
+
+def test_grpo_aggregate_check_accepts_correct(capsys):
+    check_grpo_aggregate(good_agg)
+    assert "passed" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("wrong, words", [(swapped, "aggregation"), (dr_by_T, "max_tokens"),
+                                          (padding_in, "padding")])
+def test_grpo_aggregate_check_catches(wrong, words):
+    with pytest.raises(ExerciseFailed) as err:
+        check_grpo_aggregate(wrong)
+    assert words in err.value.message

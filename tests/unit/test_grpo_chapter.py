@@ -1,0 +1,76 @@
+"""The numerical claims of the chapter "GRPO, Dr. GRPO and DAPO", as unit tests (the chapter
+asserts each of them too)."""
+
+import numpy as np
+import torch
+
+import rlnotes.grpo as grpo
+from rlnotes.kl import kl_k1, kl_k3
+
+
+def test_k3_orientation_unbiased_nonnegative_and_inverted_ratio_is_off():
+    p_theta = torch.tensor([0.6, 0.3, 0.05, 0.05], dtype=torch.float64)
+    p_ref = torch.tensor([0.1, 0.3, 0.3, 0.3], dtype=torch.float64)
+    exact = float((p_theta * (p_theta / p_ref).log()).sum())
+    a = torch.multinomial(p_theta, 200_000, replacement=True, generator=torch.Generator().manual_seed(0))
+    logp, ref_logp = p_theta.log()[a], p_ref.log()[a]
+    k1, k3, inv = kl_k1(logp, ref_logp), kl_k3(logp, ref_logp), kl_k3(ref_logp, logp)
+    se = lambda k: float(k.std()) / len(k) ** 0.5  # noqa: E731
+    assert abs(float(k3.mean()) - exact) < 4 * se(k3) and abs(float(k1.mean()) - exact) < 4 * se(k1)
+    assert float(k3.min()) >= 0 > float(k1.min()) and float(k3.std()) < float(k1.std())
+    chi2 = float((p_theta ** 2 / p_ref).sum() - 1)
+    assert abs(float(inv.mean()) - (chi2 - exact)) < 4 * se(inv) and float(inv.mean()) > 2 * exact
+
+
+def test_k3_gradient_pulls_towards_reference():
+    p_theta = torch.tensor([0.6, 0.3, 0.05, 0.05], dtype=torch.float64)
+    p_ref = torch.tensor([0.1, 0.3, 0.3, 0.3], dtype=torch.float64)
+    lp = p_theta.log().clone().requires_grad_(True)
+    kl_k3(lp, p_ref.log()).sum().backward()
+    torch.testing.assert_close(lp.grad, 1 - p_ref / p_theta)
+    assert bool(((lp.grad > 0) == (p_theta > p_ref)).all())
+
+
+def test_two_sequence_aggregation_weights():
+    mask = torch.tensor([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+    adv = torch.tensor([1.0, -1.0])
+    want = {"grpo": (1 / 4, -1 / 12), "dapo": (1 / 8, -1 / 8), "dr_grpo": (1 / 12, -1 / 12)}
+    for loss_type, w in want.items():
+        logp = torch.full((2, 6), -1.0, requires_grad=True)
+        grpo.grpo_loss(logp, None, None, adv, mask, loss_type=loss_type, max_tokens=6).backward()
+        assert np.allclose((-logp.grad[0, 0].item(), -logp.grad[1, 0].item()), w)
+
+
+def test_std_weight_against_group_accuracy():
+    G = 8
+    k = torch.arange(1, G)
+    groups = (torch.arange(G)[None, :] < k[:, None]).double().reshape(-1)
+    adv = grpo.group_advantages(groups, G).view(-1, G)
+    weight = (adv[:, 0] / (1 - k / G)).numpy()
+    sigma = np.sqrt(G / (G - 1) * (k / G).numpy() * (1 - k / G).numpy())
+    assert np.allclose(weight, 1 / (sigma + 1e-4))
+    assert weight.argmin() == G // 2 - 1 and abs(weight[0] - weight[-1]) < 1e-9
+    assert weight[0] / weight[G // 2 - 1] > 1.5
+
+
+def test_clip_higher_arithmetic():
+    assert np.isclose(0.01 * (1 + 0.2), 0.012) and np.isclose(0.9 * (1 + 0.2), 1.08)
+    assert np.isclose(0.01 * (1 + 0.28), 0.0128) and 0.9 * 1.2 > 1
+
+
+def test_process_example():
+    proc = grpo.process_advantages(torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[1, 3], [1, 3]]),
+                                   torch.ones(2, 4), group_size=2)
+    torch.testing.assert_close(proc[0], torch.tensor([-1.0, -1.0, -1.5, -1.5]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(proc[1], torch.tensor([1.0, 1.0, 0.5, 0.5]), atol=1e-3, rtol=0)
+
+
+def test_trl_default_aggregation_is_dapo():
+    g = torch.Generator().manual_seed(0)
+    logp = -torch.rand(8, 6, generator=g, dtype=torch.float64)
+    mask = (torch.arange(6)[None] < torch.tensor([1, 2, 3, 4, 5, 6, 6, 2])[:, None]).double()
+    adv = grpo.group_advantages(torch.tensor([1.0, 0, 0, 1, 1, 1, 0, 0]), 4)
+    per_token = -adv[:, None] * torch.ones_like(logp)
+    trl_default = (per_token * mask).sum() / mask.sum()
+    ours = {t: float(grpo.grpo_loss(logp, None, None, adv, mask, loss_type=t)) for t in ("dapo", "grpo")}
+    assert np.isclose(float(trl_default), ours["dapo"]) and not np.isclose(ours["dapo"], ours["grpo"])

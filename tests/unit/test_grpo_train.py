@@ -1,0 +1,244 @@
+"""Tests of the GRPO chapter's additions to rlnotes.grpo: RLOO and process-supervision
+advantages, the grouped forward pass, the training loop, and the stalling task."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlnotes.grpo import (group_advantages, group_forward, grpo_step_metrics, process_advantages,
+                          rloo_advantages, train_grpo)
+from rlnotes.lm import AdditionTask, TinyGPT
+from rlnotes.lm.generation import completion_forward, generate
+from rlnotes.lm.grpo_tasks import StallingAdditionTask, finetune
+
+
+def tiny(task, seed=0):
+    return TinyGPT(task.tokenizer.vocab_size, task.max_len, n_layers=1, n_heads=2, width=16, seed=seed)
+
+
+# --- RLOO -------------------------------------------------------------------------------------
+
+
+def test_rloo_is_rescaled_group_mean_advantage():
+    g = torch.Generator().manual_seed(0)
+    for G in (2, 4, 8):
+        r = torch.randn(5 * G, generator=g, dtype=torch.float64)
+        torch.testing.assert_close(rloo_advantages(r, G), G / (G - 1) * group_advantages(r, G, scale="none"))
+    # by hand: rewards 1, 0, 0, 0 -> 1 - 0 = 1 and 0 - 1/3
+    torch.testing.assert_close(rloo_advantages(torch.tensor([1.0, 0, 0, 0]), 4),
+                               torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3]))
+
+
+@pytest.mark.parametrize("args, name", [
+    ((torch.ones(6), 4), "group_size"),   # does not divide the batch
+    ((torch.ones(6), 1), "group_size"),   # leave-one-out needs G >= 2
+    ((torch.ones(0), 2), "rewards"),      # empty
+    ((torch.ones(2, 3), 3), "rewards"),   # not 1-D
+])
+def test_rloo_bad_input(args, name):
+    with pytest.raises(ValueError, match=name):
+        rloo_advantages(*args)
+
+
+# --- process supervision -----------------------------------------------------------------------
+
+
+def test_process_advantages_by_hand():
+    # one group of 2 completions, 2 steps each; step rewards 1,0 and 1,1: mean 3/4, std 1/2
+    r = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    ends = torch.tensor([[1, 3], [0, 2]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    adv = process_advantages(r, ends, mask, 2, eps=0.0)
+    n = (r - 0.75) / 0.5  # 0.5, -1.5 / 0.5, 0.5
+    want = torch.tensor([[n[0, 0] + n[0, 1]] * 2 + [n[0, 1]] * 2,
+                         [n[1, 0] + n[1, 1], n[1, 1], n[1, 1], 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(adv, want)
+
+
+def test_process_advantages_one_step_is_outcome_supervision():
+    g = torch.Generator().manual_seed(3)
+    r = torch.randint(0, 2, (12,), generator=g).double()
+    mask = torch.ones(12, 5, dtype=torch.long)
+    adv = process_advantages(r[:, None], torch.full((12, 1), 4), mask, 4)
+    torch.testing.assert_close(adv, group_advantages(r, 4)[:, None].expand(12, 5))
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(group_size=4), "group_size"),                      # 3 rows
+    (dict(step_rewards=torch.zeros(0, 2)), "step_rewards"),
+    (dict(step_ends=torch.zeros(3, 2)), "step_ends"),        # float ends
+    (dict(mask=torch.ones(2, 4)), "mask"),                   # wrong rows
+])
+def test_process_advantages_bad_input(kw, name):
+    args = dict(step_rewards=torch.rand(3, 2), step_ends=torch.tensor([[0, 1]] * 3),
+                mask=torch.ones(3, 4), group_size=3)
+    args.update(kw)
+    with pytest.raises(ValueError, match=name):
+        process_advantages(**args)
+
+
+# --- the grouped forward pass -------------------------------------------------------------------
+
+
+def test_group_forward_equals_completion_forward_and_gradients():
+    task = AdditionTask()
+    model = tiny(task)
+    g = torch.Generator().manual_seed(0)
+    uniq = task.sample_prompts(3, g) + [[task.tokenizer.bos_id, 5, 6, 7]]  # one shorter prompt
+    prompts = [p for p in uniq for _ in range(4)]
+    comp, logp_gen, mask = generate(model, prompts, 4, eos_id=task.tokenizer.eos_id, generator=g)
+    a, ha = completion_forward(model, prompts, comp)
+    b, hb = group_forward(model, uniq, comp, 4)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ha, hb, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(b * mask, logp_gen, atol=1e-5, rtol=1e-5)
+    ga = torch.autograd.grad((a * mask).sum(), list(model.parameters()))
+    gb = torch.autograd.grad((b * mask).sum(), list(model.parameters()))
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-4)
+    one, _ = group_forward(model, uniq, comp[:, :1], 4)  # a one-token completion
+    torch.testing.assert_close(one, a[:, :1], atol=1e-5, rtol=1e-5)
+
+
+def test_group_forward_bad_input():
+    task = AdditionTask()
+    model = tiny(task)
+    p = task.sample_prompts(2, torch.Generator().manual_seed(0))
+    comp = torch.zeros(8, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="completions"):
+        group_forward(model, p, comp, 3)  # 8 rows, 2 prompts x 3
+    with pytest.raises(ValueError, match="prompts"):
+        group_forward(model, [], comp, 4)
+    with pytest.raises(ValueError, match="group_size"):
+        group_forward(model, p, comp, 0)
+    with pytest.raises(ValueError, match="completions"):
+        group_forward(model, p, torch.zeros(8, 20, dtype=torch.long), 4)  # longer than max_len
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+def test_grpo_step_metrics():
+    r = torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 1])
+    lengths = torch.tensor([3, 5, 7, 3, 3, 3, 4, 4])
+    s = grpo_step_metrics(r, r, lengths, 4)
+    assert s["zero_var"] == 0.5 and s["accuracy"] == 5 / 8
+    assert s["len_correct"] == pytest.approx((3 + 3 + 3 + 4 + 4) / 5)
+    assert s["len_wrong"] == pytest.approx(5.0)
+    assert np.isnan(grpo_step_metrics(torch.ones(4), torch.ones(4), lengths[:4], 2)["len_wrong"])
+    with pytest.raises(ValueError, match="group_size"):
+        grpo_step_metrics(r, r, lengths, 3)
+
+
+# --- the training loop ---------------------------------------------------------------------------
+
+
+def test_train_grpo_deterministic_and_leaves_model_unchanged():
+    task = AdditionTask()
+    model = tiny(task)
+    before = [p.detach().clone() for p in model.parameters()]
+    kw = dict(n_prompts=2, group_size=4, eval_every=2, beta=0.04, epochs=2, eps_high=0.28)
+    p1, h1 = train_grpo(model, task, 3, seed=5, **kw)
+    p2, h2 = train_grpo(model, task, 3, seed=5, **kw)
+    for k in ("reward", "loss", "kl", "entropy", "pass1", "length", "zero_var"):
+        assert h1[k] == h2[k], k
+    for a, b in zip(p1.parameters(), p2.parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(model.parameters(), before):
+        assert torch.equal(a, b)  # the reference is untouched
+    assert len(h1["reward"]) == 3 and h1["eval_step"] == [0, 2, 3]
+    # an untrained model never answers right: every advantage is 0 and pi_theta = pi_ref, so
+    # neither the policy term nor the KL term has a gradient, and Adam leaves the weights alone
+    assert h1["reward"] == [0.0, 0.0, 0.0]
+    for a, b in zip(p1.parameters(), before):
+        assert torch.equal(a, b)
+
+
+def test_train_grpo_variants_run():
+    task = StallingAdditionTask()
+    model = tiny(task)
+    for kw in (dict(loss_type="dr_grpo", scale="none"), dict(loss_type="dapo", dynamic_sampling=True,
+                                                              oversample=2, overlong=(6, 0))):
+        _, h = train_grpo(model, task, 2, n_prompts=2, group_size=3, eval_every=5, **kw)
+        assert len(h["loss"]) == 2 and all(np.isfinite(h["loss"]))
+
+
+class _EmptyTask(AdditionTask):
+    def pairs(self, split="train"):
+        return np.zeros((0, 2), dtype=int)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(steps=0), "steps"),
+    (dict(n_prompts=0), "n_prompts"),
+    (dict(group_size=1), "group_size"),
+    (dict(lr=0.0), "lr"),
+    (dict(epochs=0), "epochs"),
+    (dict(loss_type="ppo"), "loss_type"),
+    (dict(scale="std"), "scale"),
+    (dict(overlong=(4, 5)), "cache_len"),
+    (dict(temperature=0.0), "temperature"),
+])
+def test_train_grpo_bad_input(kw, name):
+    task = AdditionTask()
+    args = dict(steps=1)
+    args.update(kw)
+    with pytest.raises(ValueError, match=name):
+        train_grpo(tiny(task), task, **args)
+
+
+def test_train_grpo_empty_prompt_set():
+    task = _EmptyTask()
+    with pytest.raises(ValueError, match="prompt"):
+        train_grpo(tiny(task), task, 1)
+
+
+# --- the stalling task ----------------------------------------------------------------------------
+
+
+def test_stalling_task_demonstrations_and_reward():
+    task = StallingAdditionTask(p_stall=0.5, max_stall=6)
+    prompts, comp, mask = task.sft_batch(400, torch.Generator().manual_seed(0))
+    r = task.reward(prompts, comp, mask)
+    eq = task.tokenizer.stoi["="]
+    stalled = comp[:, 0] == eq
+    assert 0.4 < float(stalled.float().mean()) < 0.6
+    assert bool((r[stalled] == 0).all()) and bool((r[~stalled] == 1).all())
+    lengths = mask.sum(1)
+    assert int(lengths[stalled].max()) <= 7 and int(lengths[~stalled].max()) <= 4
+    assert task.max_new_tokens == 8 and task.config()["p_stall"] == 0.5
+
+
+@pytest.mark.parametrize("kw, name", [(dict(p_stall=1.5), "p_stall"), (dict(max_stall=0), "max_stall"),
+                                      (dict(max_stall=12), "max_stall")])
+def test_stalling_task_bad_input(kw, name):
+    with pytest.raises(ValueError, match=name):
+        StallingAdditionTask(**kw)
+
+
+def test_finetune_copies_and_learns_to_stall():
+    task = StallingAdditionTask(p_stall=1.0, max_stall=2)
+    model = tiny(task)
+    tuned = finetune(model, task, 60, batch_size=16, lr=1e-2)
+    assert tuned is not model
+    p = task.sample_prompts(8, torch.Generator().manual_seed(1))
+    comp, _, _ = generate(tuned, p, 1, generator=torch.Generator().manual_seed(0))
+    assert float((comp[:, 0] == task.tokenizer.stoi["="]).float().mean()) > 0.5
+    for bad, name in ((dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=0), "batch_size")):
+        with pytest.raises(ValueError, match=name):
+            finetune(model, task, **{"steps": 1, **bad})
+
+
+def test_stalling_after_the_answer():
+    task = StallingAdditionTask(p_stall=1.0, max_stall=4, after=True)
+    prompts, comp, mask = task.sft_batch(50, torch.Generator().manual_seed(0))
+    assert bool((task.reward(prompts, comp, mask) == 0).all())  # a stall after the answer is wrong
+    eq = task.tokenizer.stoi["="]
+    for p, c, m in zip(prompts, comp.tolist(), mask.tolist()):
+        a, b = task.operands(p)
+        answer = task.answer(a, b)[:-1]
+        got = [t for t, k in zip(c, m) if k]
+        assert got[:len(answer)] == answer and got[len(answer)] == eq and got[-1] == task.tokenizer.eos_id
+    assert task.max_new_tokens == 9 and task.config()["after"] is True
+    with pytest.raises(ValueError, match="max_stall"):
+        StallingAdditionTask(max_stall=6, after=True)
