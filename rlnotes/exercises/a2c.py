@@ -1,4 +1,4 @@
-"""Checks of the exercises of the chapter "Actor-critic and GAE".
+"""Checks of the exercises of the chapter "Actor-critic and generalised advantage estimation".
 
 ``check_gae`` compares the reader's GAE with ``rlnotes.returns.gae`` on random rollouts with
 episode ends and recognises the usual mistakes (no done mask, lambda without gamma, ignoring
