@@ -36,15 +36,15 @@ def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> 
     with m = n, or fewer where the rollout ends first (then V(s_T) = ``last_value``) or the
     episode ends first (then nothing is bootstrapped: d_{t+m-1} = 1).
 
-    ==============  =============  ================================================
-    argument        shape          meaning
-    ==============  =============  ================================================
+    ==============  ==============  ================================================
+    argument        shape           meaning
+    ==============  ==============  ================================================
     ``rewards``     (T,) or (T, N)  ``rewards[t] = r_{t+1}``
     ``values``      rewards' shape  ``values[t] = V(s_t)``
     ``dones``       rewards' shape  ``d_t = 1`` when step t ended the episode; or None
     ``last_value``  () or (N,)      V(s_T)
     ``n``           int >= 1        steps before bootstrapping
-    ==============  =============  ================================================
+    ==============  ==============  ================================================
 
     Returns a float64 numpy array of rewards' shape. n = 1 gives the TD targets
     r_{t+1} + gamma (1 - d_t) V(s_{t+1}); n >= T gives GAE's lambda = 1 returns.
