@@ -8,7 +8,7 @@ compute GAE advantages and lambda-returns of the rollout (:func:`rlnotes.returns
     L = -mean_t[ logp(a_t|s_t) * A_t ] + vf_coef * mean_t[ (G_t - V(s_t))^2 ]
         - ent_coef * mean_t[ H(pi(.|s_t)) ].
 
-Defined in: Actor-critic and GAE.
+Defined in: Actor-critic and generalised advantage estimation.
 """
 
 from __future__ import annotations
@@ -36,20 +36,20 @@ def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> 
     with m = n, or fewer where the rollout ends first (then V(s_T) = ``last_value``) or the
     episode ends first (then nothing is bootstrapped: d_{t+m-1} = 1).
 
-    ==============  =============  ================================================
-    argument        shape          meaning
-    ==============  =============  ================================================
+    ==============  ==============  ================================================
+    argument        shape           meaning
+    ==============  ==============  ================================================
     ``rewards``     (T,) or (T, N)  ``rewards[t] = r_{t+1}``
     ``values``      rewards' shape  ``values[t] = V(s_t)``
     ``dones``       rewards' shape  ``d_t = 1`` when step t ended the episode; or None
     ``last_value``  () or (N,)      V(s_T)
     ``n``           int >= 1        steps before bootstrapping
-    ==============  =============  ================================================
+    ==============  ==============  ================================================
 
     Returns a float64 numpy array of rewards' shape. n = 1 gives the TD targets
     r_{t+1} + gamma (1 - d_t) V(s_{t+1}); n >= T gives GAE's lambda = 1 returns.
 
-    Defined in: Actor-critic and GAE, section n-step returns.
+    Defined in: Actor-critic and generalised advantage estimation, section n-step returns.
     """
     r = np.asarray(rewards, dtype=np.float64)
     V = np.asarray(values, dtype=np.float64)
@@ -99,7 +99,8 @@ def a2c_loss(logp, adv, values, returns, entropy, mask=None, *, vf_coef: float =
     ``mask``     (B,)    bool or 0/1: which entries count (None: all)
     ===========  ======  ===============================================
 
-    Defined in: Actor-critic and GAE, section A2C: synchronous advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
     for x, name in ((logp, "logp"), (adv, "adv"), (values, "values"), (returns, "returns"),
                     (entropy, "entropy")):
@@ -220,7 +221,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     ``callback(steps, policy)`` is called after every update (num_envs * num_steps <= 2048
     steps); returning True stops training. The total is rounded up to whole rollouts.
 
-    Defined in: Actor-critic and GAE, section A2C on CartPole.
+    Defined in: Actor-critic and generalised advantage estimation, section A2C on CartPole.
     """
     (total_steps, seed, hidden_sizes, learning_rate, gamma, init_std,
      num_threads) = check_common(env_id, total_steps, seed, callback, hidden_sizes,

@@ -300,7 +300,8 @@ def gae_bias_variance(mdp: TabularMDP, policy, V, lams, num_samples: int, *, see
     ``variance``    mean over (s, a) of Var[A_hat]
     ==============  =========================================================================
 
-    Defined in: Actor-critic and GAE, section Bias and variance of GAE, measured.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section Bias and variance of GAE, measured.
     """
     mdp = _mdp(mdp)
     pi = check_policy(mdp, policy)

@@ -109,7 +109,8 @@ def reverse_scan(x, c):
     That is about 2 sqrt(T) Python steps instead of T, with no division (so zeros in ``c``, the
     episode ends, are exact). Used by :func:`discounted_returns` and :func:`gae`.
 
-    Defined in: Actor-critic and GAE, section Computing GAE for many environments at once.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section Generalised advantage estimation.
     """
     x, c = as_array(x, "x"), as_array(c, "c")
     if is_tensor(x) != is_tensor(c):
@@ -240,7 +241,8 @@ def discounted_returns(rewards, gamma, dones=None):
     ``dones`` may be bool or hold 0/1 in any numeric dtype. The N environments are processed
     together (no loop over N), see :func:`reverse_scan`.
 
-    Defined in: Actor-critic and GAE, section Returns and discounting.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section Generalised advantage estimation.
     """
     rewards = _float_rewards(rewards)
     gamma = require_gamma(gamma)
@@ -286,7 +288,8 @@ def gae(rewards, values, dones, last_value, gamma, lam):
     :func:`discounted_returns`). With torch inputs the result is differentiable with respect to
     ``values`` and ``last_value``.
 
-    Defined in: Actor-critic and GAE, section Generalised advantage estimation.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section Generalised advantage estimation.
     """
     rewards = _float_rewards(rewards)
     values = _like(values, "values", rewards)

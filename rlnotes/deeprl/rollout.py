@@ -14,7 +14,8 @@ the two kinds of episode end kept apart:
   V(s_trunc); the step's reward becomes ``r + gamma V(s_trunc)`` with ``d_t = 1``. At the last
   step of the rollout the bootstrap comes from ``last_value`` as usual.
 
-Defined in: Actor-critic and GAE, section A2C: synchronous advantage actor-critic.
+Defined in: Actor-critic and generalised advantage estimation,
+section A2C: synchronous advantage actor-critic.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class ActorCritic(nn.Module):
     ``init_std``    float > 0   Gaussian policies: the initial sigma
     ==============  ==========  ============================================
 
-    Defined in: Actor-critic and GAE, section A2C: synchronous advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
 
     def __init__(self, obs_dim: int, act_info: dict, hidden=(64, 64), *,
@@ -174,7 +176,8 @@ class MostProbablePolicy:
     returns     (N,)        int64 (Discrete) or (N, k) float32 (Box)
     ==========  ==========  ========================================
 
-    Defined in: Actor-critic and GAE, section A2C: synchronous advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
 
     def __init__(self, net: ActorCritic):
@@ -231,7 +234,8 @@ def collect_rollout(envs, net: ActorCritic, obs: np.ndarray, autoreset: np.ndarr
     is called after each vector step with the number of env steps it took (for progress and
     callbacks).
 
-    Defined in: Actor-critic and GAE, section A2C: synchronous advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
     num_steps = require_int(num_steps, "num_steps", minimum=1)
     N = envs.num_envs
@@ -284,7 +288,8 @@ def rollout_advantages(rollout: Rollout, gamma: float, lam: float):
     Invalid (autoreset) steps get ``d_t = 1``, so they never leak into their neighbours;
     their own entries are meaningless and the losses mask them out.
 
-    Defined in: Actor-critic and GAE, section Generalised advantage estimation.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section Generalised advantage estimation.
     """
     gamma = require_gamma(gamma)
     lam = require_in_range(lam, "lam", 0.0, 1.0)

@@ -34,7 +34,7 @@ __all__ = [
     "check_dqn_targets", "check_polyak_update",
     # Policy gradients
     "check_reward_to_go", "check_softmax_reinforce",
-    # Actor-critic and GAE
+    # Actor-critic and generalised advantage estimation
     "check_gae", "check_n_step_returns",
     # TRPO and PPO
     "check_conjugate_gradient", "check_clipped_surrogate",

@@ -1,4 +1,4 @@
-"""Checks of the exercises of the chapter "Actor-critic and GAE".
+"""Checks of the exercises of the chapter "Actor-critic and generalised advantage estimation".
 
 ``check_gae`` compares the reader's GAE with ``rlnotes.returns.gae`` on random rollouts with
 episode ends and recognises the usual mistakes (no done mask, lambda without gamma, ignoring
@@ -70,7 +70,7 @@ def check_gae(my_gae):
         worst = int(np.argmax(np.abs(got - expected)))
         raise ExerciseFailed(f"A_{worst}: {format_mismatch(got[worst], expected[worst])} "
                              f"(gamma = {gamma}, lam = {lam}).",
-                             "delta_t = r_t + gamma (1 - d_t) V(s_{t+1}) - V(s_t); "
+                             "delta_t = r_{t+1} + gamma (1 - d_t) V(s_{t+1}) - V(s_t); "
                              "A_t = delta_t + gamma lam (1 - d_t) A_{t+1}, from the end back.")
 
 
