@@ -41,7 +41,7 @@ def bradley_terry_prob(r_chosen, r_rejected):
     returns     r_chosen's   the probability, in (0, 1)
     ==========  ===========  ===============================================
 
-    Defined in: RLHF, section Reward models and the Bradley-Terry model.
+    Defined in: Reinforcement learning from human feedback, section Reward models.
     """
     _check_rewards(r_chosen, r_rejected)
     return torch.sigmoid(r_chosen - r_rejected.to(r_chosen.dtype))
@@ -74,7 +74,7 @@ def bradley_terry_loss(r_chosen, r_rejected, margin=None):
     Differentiable with respect to both rewards (computed with ``logsigmoid``, stable for large
     differences). r_rejected and margin are cast to r_chosen's dtype.
 
-    Defined in: RLHF, section Reward models and the Bradley-Terry model.
+    Defined in: Reinforcement learning from human feedback, section Reward models.
     """
     _check_rewards(r_chosen, r_rejected)
     diff = r_chosen - r_rejected.to(r_chosen.dtype)

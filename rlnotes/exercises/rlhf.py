@@ -90,8 +90,10 @@ def check_kl_penalised_rewards(my_kl_penalised_rewards):
         g, mask, logp, ref_logp = _padded_batch(seed)
         score = torch.randn(mask.shape[0], generator=g, dtype=torch.float64)
         beta = 0.1 + 0.2 * seed
+        # padding holds arbitrary finite values (as it may in practice): the result must ignore them
+        junk = torch.randn(logp.shape, generator=g, dtype=torch.float64) * (1 - mask)
         got = _numpy(_call(my_kl_penalised_rewards, "my_kl_penalised_rewards", score.clone(),
-                           logp.clone(), ref_logp.clone(), mask.clone(), beta), "the rewards")
+                           logp + junk, ref_logp - junk, mask.clone(), beta), "the rewards")
         want = lm_ppo.kl_penalised_rewards(score, logp, ref_logp, mask, beta).numpy()
         pen = (-beta * (logp - ref_logp) * mask).numpy()
         if got.shape == want.shape:
@@ -118,8 +120,9 @@ def check_token_gae(my_token_gae):
     expect_own_work(my_token_gae, lm_ppo.token_gae, returns.gae)
     for seed in range(3):
         g, mask, rewards, _ = _padded_batch(seed + 10)
-        rewards = torch.randn(rewards.shape, generator=g, dtype=torch.float64) * mask
-        values = torch.randn(rewards.shape, generator=g, dtype=torch.float64) * mask
+        # padding holds arbitrary finite values (as a critic's output does): the result must ignore them
+        rewards = torch.randn(rewards.shape, generator=g, dtype=torch.float64)
+        values = torch.randn(rewards.shape, generator=g, dtype=torch.float64)
         lam = [0.95, 1.0, 0.5][seed]
         out = _call(my_token_gae, "my_token_gae", rewards.clone(), values.clone(), mask.clone(), lam)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -133,8 +136,8 @@ def check_token_gae(my_token_gae):
                                  "backward in t.")
         expect_close(adv, want_adv, "adv",
                      hint="Loop backward; V(s_T) = 0 after each completion's last real token "
-                          "(padding carries zeros).")
-        if _matches(ret, rewards.numpy()):
+                          "(treat positions where mask is 0 as zeros).")
+        if _matches(ret, rewards.numpy()) or _matches(ret, (rewards * mask).numpy()):
             raise ExerciseFailed("ret equals the rewards.",
                                  "The critic's target is the return adv + values, not the reward.")
         expect_close(ret, want_ret, "ret", hint="ret = adv + values, 0 on padding.")

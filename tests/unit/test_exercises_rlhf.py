@@ -80,3 +80,14 @@ def test_token_gae_checks(capsys):
         check_token_gae(lambda r, v, m, lam: good_gae(r, v, m, lam)[0])
     with pytest.raises(ExerciseFailed):
         check_token_gae(lambda r, v, m, lam: lm.token_gae(r, v, m, lam))
+
+
+def test_checks_reject_answers_that_read_the_padding(capsys):
+    # padding may hold any finite value: an answer must give 0 there and ignore it
+    with pytest.raises(ExerciseFailed):
+        check_kl_penalised_rewards(lambda s, lp, rlp, m, beta: good_rewards(s, lp, rlp, m, beta)
+                                   - beta * (lp - rlp) * (1 - m))  # the penalty also on padding
+    with pytest.raises(ExerciseFailed, match="ret"):
+        check_token_gae(lambda r, v, m, lam: (good_gae(r, v, m, lam)[0], good_gae(r, v, m, lam)[0] + v))
+    with pytest.raises(ExerciseFailed, match="adv"):
+        check_token_gae(lambda r, v, m, lam: good_gae(r, v, torch.ones_like(m), lam))  # mask ignored
