@@ -134,8 +134,10 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     .. math::  L = \frac{1}{B} \sum_{i=1}^B \left(\Delta_i - \frac{1}{2\beta}\right)^2
 
     with Delta_i the log-ratio margin of :func:`dpo_loss` (here beta is IPO's tau). Where DPO's
-    loss keeps falling as Delta grows (a pair seen one way only pushes Delta to infinity), IPO's
-    squared loss pulls every margin towards the finite target 1 / (2 beta).
+    loss keeps falling as Delta grows (preferences that are deterministic in the data push margins
+    to infinity), IPO's squared loss pulls every margin towards the finite target 1 / (2 beta). With
+    unlimited data and a complete policy class its optimum is pi_ref(y|x) exp(p(y > mu | x) / beta)
+    / Z(x), p(y > mu | x) the probability that y beats a completion of the sampling policy mu.
 
     ======================  ======  =============================================
     argument                shape   meaning

@@ -33,6 +33,8 @@ def test_dpo_matches_the_reward_model_and_raises_gold(lab):
     acc = dpo.implicit_reward_accuracy(lab["policy"], lab["sft"], lab["test"], beta=0.1)
     assert abs(acc - lab["rm_acc"]) < 0.03 and acc > 0.65
     assert lab["dpo_eval"]["gold"] > lab["sft_eval"]["gold"] + 1.5
+    assert lab["test"].ceiling() - max(acc, lab["rm_acc"]) < 0.07
+    assert 1.5 < lab["dpo_eval"]["gold"] - lab["sft_eval"]["gold"] < 2.0
 
 
 def test_chosen_logprob_falls_while_margin_grows(lab):
@@ -61,6 +63,8 @@ def test_frontier_small_sweep(lab):
     assert max(gold_d) > sft_gold + 1.5 and max(gold_p) > sft_gold + 1.5
     assert abs(max(gold_d) - max(gold_p)) < 0.15
     assert best_gold_within(kl_p, gold_p, 3.0) > best_gold_within(kl_d, gold_d, 3.0) + 0.1
+    assert abs(max(gold_d) - 2.25) < 0.1 and abs(max(gold_p) - 2.25) < 0.1 and abs(sft_gold - 0.35) < 0.05
+    assert 0.7 < kl_d[int(np.argmax(gold_d))] - kl_p[int(np.argmax(gold_p))] < 1.3
 
 
 def test_averaged_logprobs_shorten_and_gain_less(lab):
@@ -99,3 +103,7 @@ def test_recorded_frontier_claims():
     assert abs(best("DPO")[1] - best("PPO")[1]) < 0.1 and best("PPO")[0] < best("DPO")[0] - 1
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
     assert table[("PPO", 0.01)][1] < 0.35 < table[("DPO", 0.03)][1]
+    assert round(best("DPO")[1], 2) == round(best("PPO")[1], 2) == 2.21
+    assert round(best("PPO, gold reward")[1], 2) == 2.76
+    assert abs(table[("DPO", 0.03)][0] - table[("DPO", 0.1)][0]) < 0.1
+    assert sum(x["kl"] > 60 for x in record["rows"] if x["method"] == "PPO" and x["beta"] == 0.5) == 2

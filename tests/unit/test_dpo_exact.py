@@ -103,7 +103,7 @@ def test_averaged_optimum_is_longer_than_pi_star_here(setup):
     space, _, ref_logp, r, beta, star = setup
     avg = length_averaged_optimum(ref_logp, r, beta, space.lengths)
     mean_len = lambda logp: float((logp.exp() * space.lengths).sum(-1).mean())  # noqa: E731
-    assert mean_len(avg) > mean_len(star)
+    assert mean_len(avg) > mean_len(star) > mean_len(ref_logp)
 
 
 def test_data_sweep_rejects_bad_input(setup):
@@ -134,6 +134,16 @@ def test_ipo_on_infinite_data_is_not_pi_star(setup):
     space, ref_logits, ref_logp, r, beta, star = setup
     lp = fit_tabular(space, ref_logits, expected_pair_counts(ref_logp, r), beta, loss_type="ipo", steps=300)
     assert float(kl_per_prompt(lp, star).mean()) > 0.1
+
+
+def test_ipo_on_infinite_data_reaches_the_win_probability_optimum(setup):
+    """Azar et al.: IPO's optimum is pi_ref exp(p(y > mu) / tau) / Z, mu the sampling policy."""
+    space, ref_logits, ref_logp, r, beta, _ = setup
+    p = ref_logp.exp()
+    win = (torch.sigmoid(r[:, :, None] - r[:, None, :]) * p[:, None, :]).sum(-1)
+    ipo_opt = kl_optimal_policy(p, win, beta).log()
+    lp = fit_tabular(space, ref_logits, expected_pair_counts(ref_logp, r), beta, loss_type="ipo", steps=300)
+    assert float(kl_per_prompt(lp, ipo_opt).mean()) < 1e-6
 
 
 def test_sample_counts_match_expectation(setup):
