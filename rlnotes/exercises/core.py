@@ -14,6 +14,7 @@ import functools
 import types
 
 import numpy as np
+import torch
 
 #: Every check, by name (``check_value_iteration`` ...), filled in by the :func:`check` decorator.
 CHECKS: dict = {}
@@ -216,3 +217,25 @@ def _to_numpy(x):
     if hasattr(x, "detach"):
         return x.detach().cpu().numpy()
     return x
+
+
+def call_reader(func, what: str, *args):
+    """``func(*args)``; a crash in the reader's code becomes :class:`ExerciseFailed` naming
+    ``what`` (NotImplementedError passes through, so an untouched stub reads as "not done")."""
+    try:
+        return func(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:  # the reader's code crashed: say where
+        raise ExerciseFailed(f"{what} raised {type(err).__name__}: {err}",
+                             "Run it on a small example and compare shapes.") from None
+
+
+def as_float_array(x, what: str) -> np.ndarray:
+    """The reader's tensor (or array-like) as a float64 numpy array, detached and on the CPU."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ExerciseFailed(f"{what} is not a tensor.", "Return a torch tensor.") from None

@@ -15,29 +15,11 @@ import torch.nn.functional as F
 
 import rlnotes.dpo as dpo
 import rlnotes.dpo_exact as dpo_exact
-from rlnotes.exercises.core import ExerciseFailed, check, expect_close, expect_own_work
+from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work
+from rlnotes.exercises.core import as_float_array as _numpy, call_reader as _call
 
 __all__ = ["check_dpo_loss", "check_optimal_policy"]
 
-
-def _call(func, what, *args):
-    try:
-        out = func(*args)
-    except NotImplementedError:
-        raise
-    except Exception as err:  # the reader's code crashed: say where
-        raise ExerciseFailed(f"{what} raised {type(err).__name__}: {err}",
-                             "Run it on a small example and compare shapes.") from None
-    return out
-
-
-def _numpy(x, what):
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ExerciseFailed(f"{what} is not a tensor.", "Return a torch tensor.") from None
 
 
 def _near(a, b):

@@ -50,7 +50,7 @@ from rlnotes.exercises._output import (
     CSV_COLUMNS, SUMMARY_COLUMNS, OutputConflict, Row, write_feedback, write_grades,
     write_summary,
 )
-from rlnotes.exercises._submissions import NothingToGrade, Student, collect_students, find_submission
+from rlnotes.exercises._submissions import NothingToGrade, collect_students, find_submission
 
 __all__ = ["Row", "grade", "load_checks", "master_exercises", "CSV_COLUMNS", "SUMMARY_COLUMNS",
            "NothingToGrade", "OutputConflict", "default_jobs"]

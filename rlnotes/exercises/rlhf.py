@@ -13,29 +13,11 @@ import torch
 import rlnotes.lm.generation as generation
 import rlnotes.lm.ppo as lm_ppo
 import rlnotes.returns as returns
-from rlnotes.exercises.core import ExerciseFailed, check, expect_close, expect_own_work
+from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work
+from rlnotes.exercises.core import as_float_array as _numpy, call_reader as _call
 
 __all__ = ["check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae"]
 
-
-def _call(func, what, *args):
-    try:
-        out = func(*args)
-    except NotImplementedError:
-        raise
-    except Exception as err:  # the reader's code crashed: say where
-        raise ExerciseFailed(f"{what} raised {type(err).__name__}: {err}",
-                             "Run it on a small example and compare shapes.") from None
-    return out
-
-
-def _numpy(x, what):
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ExerciseFailed(f"{what} is not a tensor.", "Return a torch tensor.") from None
 
 
 def _matches(a, b):
