@@ -17,17 +17,13 @@ import math
 import numpy as np
 import torch
 
-from rlnotes._validate import require_choice, require_in_range, require_int, require_real
+from rlnotes._validate import require_choice, require_in_range, require_int
+from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
+                                     check_positive, check_rollout_size, choose_device,
+                                     torch_threads)
 
 __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
            "line_search", "train"]
-
-
-def _positive(value, name: str) -> float:
-    value = require_real(value, name)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
 
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
@@ -122,7 +118,7 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: flo
         raise ValueError("b must be a 1-D floating-point tensor, got "
                          f"{tuple(b.shape) if torch.is_tensor(b) else type(b).__name__}")
     iters = require_int(iters, "iters", minimum=1)
-    damping = _positive(damping, "damping")
+    damping = check_positive(damping, "damping")
     tol = require_in_range(tol, "tol", 0.0, float("inf"))
     x = torch.zeros_like(b)
     r = b.clone()
@@ -153,7 +149,7 @@ def natural_step(g: torch.Tensor, matvec, max_kl: float, *, cg_iters: int = 10,
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    max_kl = _positive(max_kl, "max_kl")
+    max_kl = check_positive(max_kl, "max_kl")
     x = conjugate_gradient(matvec, g, iters=cg_iters, damping=damping)
     xFx = float(torch.dot(x, matvec(x) + damping * x))
     if not math.isfinite(xFx) or xFx <= 0:
@@ -187,7 +183,7 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    max_kl = _positive(max_kl, "max_kl")
+    max_kl = check_positive(max_kl, "max_kl")
     shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
     max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
     accept_ratio = require_in_range(accept_ratio, "accept_ratio", 0.0, 1.0)
@@ -259,7 +255,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - hidden_sizes, activation: the actor's and the critic's hidden layers
     - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
     - num_threads: torch threads during training (1 is fastest for small networks)
-    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
 
     ``callback(steps, policy)`` is called after every update; returning True stops training.
@@ -270,37 +266,26 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     """
     from rlnotes.deeprl import _onpolicy as op
 
-    total_steps = require_int(total_steps, "total_steps", minimum=1)
-    seed = require_int(seed, "seed", minimum=0)
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be callable or None, got {callback!r}")
-    num_envs = require_int(num_envs, "num_envs", minimum=1)
-    num_steps = require_int(num_steps, "num_steps", minimum=1)
-    if num_envs * num_steps > 2048:
-        raise ValueError(f"num_envs * num_steps must be <= 2048 (the callback interval), got "
-                         f"{num_envs} * {num_steps}")
-    max_kl = _positive(max_kl, "max_kl")
+    total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
+    num_envs, num_steps = check_rollout_size(num_envs, num_steps)
+    max_kl = check_positive(max_kl, "max_kl")
     cg_iters = require_int(cg_iters, "cg_iters", minimum=1)
-    cg_damping = _positive(cg_damping, "cg_damping")
+    cg_damping = check_positive(cg_damping, "cg_damping")
     shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
     max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
     gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
     lam = require_in_range(lam, "lam", 0.0, 1.0)
-    critic_lr = _positive(critic_lr, "critic_lr")
+    critic_lr = check_positive(critic_lr, "critic_lr")
     critic_epochs = require_int(critic_epochs, "critic_epochs", minimum=1)
     critic_minibatch = require_int(critic_minibatch, "critic_minibatch", minimum=1)
-    if not isinstance(norm_adv, bool):
-        raise ValueError(f"norm_adv must be True or False, got {norm_adv!r}")
-    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
-        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
-    hidden_sizes = [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
+    check_flag(norm_adv, "norm_adv")
+    hidden_sizes = check_hidden_sizes(hidden_sizes)
     require_choice(activation, "activation", ("tanh", "relu"))
     log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
-    num_threads = require_int(num_threads, "num_threads", minimum=1)
-    dev = op.choose_device(device)
+    dev = choose_device(device)
 
     envs, obs_dim, act_info = op.make_train_envs(env_id, num_envs)
-    with op.torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
@@ -316,10 +301,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         obs, _ = envs.reset(seed=seed)
         autoreset = np.zeros(num_envs, dtype=bool)
         steps = 0
-        bar = None
-        if progress:
-            from rlnotes.progress import progress as _progress
-            bar = _progress(total=total_steps, desc="TRPO")
+        reporter = Reporter(total_steps, callback, policy, progress=progress, desc="TRPO")
         try:
             while steps < total_steps:
                 T = min(num_steps, -(-(total_steps - steps) // num_envs))
@@ -337,14 +319,11 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     stats["explained_variance"] = op.explained_variance(batch["values"],
                                                                         batch["returns"])
                 policy.diagnostics.append(stats)
-                if bar is not None:
-                    bar.update(min(steps, total_steps) - bar.n)
-                if callback is not None and callback(steps, policy):
+                if reporter(steps):
                     break
         finally:
             envs.close()
-            if bar is not None:
-                bar.close()
+            reporter.close()
     net.eval()
     return policy
 
