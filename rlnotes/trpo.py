@@ -23,7 +23,7 @@ from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_h
                                      torch_threads)
 
 __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
-           "line_search", "train"]
+           "line_search", "performance_difference", "train"]
 
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
@@ -202,6 +202,63 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
 
 
 # --- the trainer ------------------------------------------------------------------------------
+
+
+def performance_difference(mdp, policy, new_policy, mu0) -> dict:
+    r"""Both sides of the performance-difference lemma, the surrogate and TRPO's lower bound,
+    computed exactly on a tabular MDP (discount ``gamma < 1``).
+
+    With :math:`d^{\pi}(s) = \sum_t \gamma^t \Pr(s_t = s \mid \pi)` the (unnormalised)
+    discounted visitation from the start distribution ``mu0`` and
+    :math:`A^\pi = Q^\pi - V^\pi`:
+
+    .. math::
+
+        J(\pi') - J(\pi) = \sum_s d^{\pi'}(s) \sum_a \pi'(a|s) A^\pi(s, a) \quad
+        \text{(the lemma)}, \qquad
+        L_\pi(\pi') = \sum_s d^{\pi}(s) \sum_a \pi'(a|s) A^\pi(s, a),
+
+        J(\pi') - J(\pi) \ge L_\pi(\pi') - C \max_s \mathrm{KL}(\pi(\cdot|s) \,\|\,
+        \pi'(\cdot|s)), \qquad C = \frac{4 \varepsilon \gamma}{(1 - \gamma)^2}, \quad
+        \varepsilon = \max_{s, a} |A^\pi(s, a)|
+
+    (Schulman et al. 2015, Theorem 1). ``policy`` and ``new_policy`` are (S, A) probability
+    matrices, ``mu0`` an (S,) probability vector. Returns a dict of floats: ``gain``
+    (:math:`J(\pi') - J(\pi)`, from two exact policy evaluations), ``lemma`` (the right-hand
+    side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` and ``bound``
+    (:math:`L - C \max \mathrm{KL}`). Normalising :math:`d` to a distribution multiplies the
+    sums by :math:`1 - \gamma`, which is where the lemma's usual factor :math:`1/(1-\gamma)`
+    comes from.
+
+    Defined in: TRPO and PPO, section The surrogate objective and the trust region.
+    """
+    from rlnotes.mdp import TabularMDP, policy_evaluation, q_values
+    from rlnotes.pg_exact import check_policy, discounted_visitation
+    if not isinstance(mdp, TabularMDP):
+        raise ValueError(f"mdp must be a rlnotes.mdp.TabularMDP, got {type(mdp).__name__}")
+    if not mdp.gamma < 1:
+        raise ValueError(f"mdp.gamma must be < 1 for the discounted lemma, got {mdp.gamma}")
+    pis = []
+    for p, name in ((policy, "policy"), (new_policy, "new_policy")):
+        try:
+            pis.append(check_policy(mdp, p))
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+    pi, pi_new = pis
+    V = np.asarray(policy_evaluation(mdp, pi), dtype=np.float64)
+    V_new = np.asarray(policy_evaluation(mdp, pi_new), dtype=np.float64)
+    A = np.asarray(q_values(mdp, V), dtype=np.float64) - V[:, None]
+    d_new = discounted_visitation(mdp, pi_new, mu0)  # checks mu0
+    d_old = discounted_visitation(mdp, pi, mu0)
+    mu0 = np.asarray(mu0, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(pi > 0, pi * (np.log(pi) - np.log(pi_new)), 0.0)
+    max_kl = float(terms.sum(axis=1).max())
+    gamma = float(mdp.gamma)
+    C = 4.0 * float(np.abs(A).max()) * gamma / (1.0 - gamma) ** 2
+    surrogate = float(d_old @ (pi_new * A).sum(axis=1))
+    return {"gain": float(mu0 @ (V_new - V)), "lemma": float(d_new @ (pi_new * A).sum(axis=1)),
+            "surrogate": surrogate, "max_kl": max_kl, "C": C, "bound": surrogate - C * max_kl}
 
 
 def _set_flat(params, theta: torch.Tensor) -> None:
