@@ -50,3 +50,26 @@ def test_gaussian_ppo_on_point_mass():
     do_nothing = evaluate(lambda o: np.zeros((len(o), 1), np.float32), "rlnotes/PointMass-v0", 0)
     assert do_nothing.mean() < -50 and scores[-1] > -5
     assert policy.net.log_std.item() < -0.3
+
+
+def test_performance_difference_table():
+    """The chapter's exact check of the lemma, the surrogate and TRPO's bound."""
+    from rlnotes.mdp import random_mdp
+    from rlnotes.pg_exact import exact_gradient, softmax_policy
+    mdp = random_mdp(5, 3, gamma=0.9, seed=0)
+    rng = np.random.default_rng(0)
+    mu0 = rng.dirichlet(np.ones(5))
+    theta = rng.standard_normal((5, 3))
+    direction = exact_gradient(mdp, theta, mu0)
+    direction /= np.abs(direction).max()
+    pdl = {size: trpo.performance_difference(mdp, softmax_policy(theta),
+                                             softmax_policy(theta + size * direction), mu0)
+           for size in (0.001, 0.01, 0.1, 1.0, 10.0)}
+    for r in pdl.values():
+        assert abs(r["gain"] - r["lemma"]) < 1e-10 * max(1.0, abs(r["gain"]))
+        assert r["gain"] >= r["bound"]
+    err = {size: abs(r["gain"] - r["surrogate"]) for size, r in pdl.items()}
+    assert err[0.001] < err[0.01] / 50 < err[0.1] / 2500
+    assert pdl[0.001]["bound"] > 0 and pdl[0.01]["bound"] > 0
+    assert all(pdl[size]["bound"] < 0 < pdl[size]["gain"] for size in (0.1, 1.0, 10.0))
+    assert 100 < pdl[1.0]["C"] < 1000  # "C is in the hundreds"
