@@ -166,8 +166,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False) -> MostProbablePolicy:
     """Train an A2C agent on ``env_id`` for ``total_steps`` environment steps; return its policy
-    (the most probable action; the Gaussian's mean for Box actions). Follows the trainer
-    contract of the book (same arguments, same run).
+    (the most probable action; the Gaussian's mean for Box actions): ``policy(obs)`` maps
+    (N, obs_dim) observations to (N,) int64 actions for a Discrete action space, (N, k) float32
+    actions for a k-dimensional Box. Follows the trainer contract of the book (same arguments,
+    same run).
 
     Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
 

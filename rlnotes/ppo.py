@@ -150,12 +150,17 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False):
     """Train a PPO-clip agent (Schulman et al. 2017) on ``env_id`` for ``total_steps``
-    environment steps; return its greedy policy (a :class:`rlnotes.deeprl._onpolicy.GreedyPolicy`).
-    Follows the trainer contract of the book (same arguments, same run).
+    environment steps; return its greedy policy (a :class:`rlnotes.deeprl._onpolicy.GreedyPolicy`:
+    ``policy(obs)`` maps (N, obs_dim) observations to (N,) int64 actions for a Discrete action
+    space, (N, k) float32 actions for a k-dimensional Box). Follows the trainer contract of the
+    book (same arguments, same run).
 
     Each update: play ``num_steps`` steps in each of ``num_envs`` envs with the current policy,
-    compute GAE advantages and the old log-probabilities, then take ``n_epochs`` passes over the
-    rollout's valid transitions in shuffled minibatches, minimising
+    compute GAE advantages and the old log-probabilities of the rollout's B valid transitions
+    (autoreset steps left out), then take ``n_epochs`` epochs of Adam steps (see
+    :func:`_ppo_epochs`: each epoch shuffles the B transitions and takes B // minibatch_size
+    steps, skipping the ragged remainder; B <= minibatch_size gives one full-batch step),
+    minimising
 
         ppo_clip_loss(logp, old_logp, adv) + vf_coef * 0.5 (V(s) - G^lambda)^2 - ent_coef * H.
 
@@ -163,8 +168,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
-    - n_epochs: passes over each rollout
-    - minibatch_size: transitions per gradient step (a rollout smaller than it is one batch)
+    - n_epochs: epochs (shuffles) of Adam steps per rollout
+    - minibatch_size: transitions per gradient step (a rollout smaller than it is one batch;
+      the remainder of B // minibatch_size minibatches is skipped)
     - learning_rate: Adam's step size at the start
     - anneal_lr: decay the step size linearly to 0 over total_steps
     - gamma: discount factor in [0, 1]
@@ -260,7 +266,18 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch_size,
                 clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, kl_k3):
-    """The optimisation phase of one PPO update; returns its diagnostics."""
+    """The optimisation phase of one PPO update on a rollout's batch (the dict of
+    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`, B transitions).
+
+    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb minibatches
+    of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped in that epoch; it
+    falls elsewhere in the next shuffle); on each, normalise the advantages, add the clipped
+    surrogate loss, ``vf_coef`` times the value loss and the entropy bonus, and take one Adam
+    step on the gradient clipped to ``max_grad_norm``. After an epoch, stop if the k3 estimate
+    of KL(pi_old || pi) over the batch exceeds ``target_kl``. Returns the update's diagnostics.
+
+    Defined in: TRPO and PPO, section PPO on CartPole.
+    """
     obs, actions, old_logp = batch["obs"], batch["actions"], batch["logp"]
     adv_all, returns = batch["adv"], batch["returns"]
     B = len(adv_all)

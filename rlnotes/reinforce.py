@@ -77,8 +77,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False) -> MostProbablePolicy:
     """Train REINFORCE on ``env_id`` for ``total_steps`` environment steps; return its policy
-    (the most probable action; the Gaussian's mean for Box actions). Follows the trainer
-    contract of the book (same arguments, same run).
+    (the most probable action; the Gaussian's mean for Box actions): ``policy(obs)`` maps
+    (N, obs_dim) observations to (N,) int64 actions for a Discrete action space, (N, k) float32
+    actions for a k-dimensional Box. Follows the trainer contract of the book (same arguments,
+    same run).
 
     One update per batch of ``num_envs`` whole episodes, one per environment. The vector env
     steps every copy until the longest episode of the batch ends; the steps a copy takes after

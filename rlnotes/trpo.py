@@ -286,7 +286,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False):
     """Train a TRPO agent (Schulman et al. 2015) on ``env_id`` for ``total_steps`` environment
-    steps; return its greedy policy. Follows the trainer contract of the book.
+    steps; return its greedy policy (``policy(obs)``: (N, obs_dim) observations to (N,) int64
+    actions for a Discrete action space, (N, k) float32 actions for a k-dimensional Box).
+    Follows the trainer contract of the book.
 
     Each update: play ``num_steps`` steps in each of ``num_envs`` envs, compute GAE advantages,
     take one natural-gradient step of the policy on the surrogate
@@ -306,8 +308,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
     - critic_lr: Adam's step size for the critic
-    - critic_epochs: passes over each rollout fitting the critic
-    - critic_minibatch: transitions per critic gradient step
+    - critic_epochs: shuffles of each rollout fitting the critic
+    - critic_minibatch: transitions per critic gradient step; each shuffle gives
+      B // critic_minibatch steps (the ragged remainder is skipped)
     - norm_adv: normalise each rollout's advantages to mean 0, std 1
     - hidden_sizes, activation: the actor's and the critic's hidden layers
     - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
@@ -387,7 +390,15 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shrink,
                  max_backtracks, norm_adv):
-    """One TRPO policy update on a batch; returns its diagnostics."""
+    """One TRPO policy update on a rollout's batch (the dict of
+    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio * A)`` and
+    the mean exact KL to the old policy as closures, the gradient g, the KL's gradient with its
+    graph kept (built once, reused by every Fisher-vector product), the natural step from
+    conjugate gradient, and the backtracking line search. Returns the update's diagnostics
+    (``kl``, ``backtracks``, ``improvement``).
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
     obs, actions, old_logp, old_params = batch["obs"], batch["actions"], batch["logp"], \
         batch["params"]
     adv = batch["adv"]
@@ -426,6 +437,9 @@ def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shri
 
 
 def _fit_critic(net, optimizer, batch, generator, epochs, minibatch):
+    """Fit the critic to the batch's lambda-returns: ``epochs`` passes, each a shuffle cut into
+    ``B // minibatch`` minibatches of ``minibatch`` transitions (a ragged remainder of the
+    shuffle is skipped; a batch smaller than ``minibatch`` is one minibatch)."""
     obs, returns = batch["obs"], batch["returns"]
     B = len(returns)
     mb = min(minibatch, B)
