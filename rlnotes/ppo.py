@@ -193,8 +193,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     ``callback(steps, policy)`` is called after every update (every num_envs * num_steps <=
     2,048 steps); returning True stops training. ``policy.diagnostics`` lists, per update, the
-    steps, the mean approx KL (k3), the clip fraction, the explained variance, the losses and
-    the epochs run.
+    steps, the valid transitions of the rollout, the mean approx KL (k3), the clip fraction,
+    the explained variance, the losses and the epochs run.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
@@ -246,7 +246,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                 steps += T * num_envs
                 batch = op.rollout_advantages(net, rollout, gamma, lam)
                 B = len(batch["adv"])
-                stats = {"steps": steps, "epochs": 0}
+                stats = {"steps": steps, "epochs": 0, "transitions": B}
                 if B > 1:
                     stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
                                              n_epochs=n_epochs, minibatch_size=minibatch_size,
