@@ -79,3 +79,22 @@ def test_performance_difference_table():
     assert pdl[0.001]["bound"] > 0 and pdl[0.01]["bound"] > 0
     assert all(pdl[size]["bound"] < 0 < pdl[size]["gain"] for size in (0.1, 1.0, 10.0))
     assert 100 < pdl[1.0]["C"] < 1000  # "C is in the hundreds"
+
+
+def test_penalty_gradient_at_old_policy_is_the_surrogates():
+    import torch
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 3, dtype=torch.float64, generator=gen).requires_grad_()
+    actions = torch.randint(0, 3, (64, 1), generator=gen)
+    adv = torch.randn(64, dtype=torch.float64, generator=gen)
+    old = logits.detach().log_softmax(-1)
+
+    def grad(beta):
+        log_pi = logits.log_softmax(-1)
+        kl = (old.exp() * (old - log_pi)).sum(-1)
+        loss = ppo.ppo_penalty_loss(log_pi.gather(1, actions).squeeze(1),
+                                    old.gather(1, actions).squeeze(1), adv, kl, beta)
+        return torch.autograd.grad(loss, logits)[0]
+
+    assert (grad(10.0) - grad(0.0)).abs().max().item() < 1e-12
+    assert grad(0.0).abs().max().item() > 1e-3  # the surrogate's gradient itself is not zero
