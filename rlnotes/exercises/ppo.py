@@ -85,6 +85,19 @@ def check_conjugate_gradient(my_conjugate_gradient):
                              "Start from x = 0, r = p = b, and take exactly `iters` steps.")
 
 
+def _expect_same_gradient(loss, x, reference_loss, logp, failure: ExerciseFailed) -> None:
+    """The reader's ``loss`` of ``x`` (a leaf copy of ``logp``) must carry a gradient equal to
+    that of ``reference_loss(copy of logp)``; raise ``failure`` when it differs."""
+    if not loss.requires_grad:
+        raise ExerciseFailed("The loss carries no gradient.",
+                             "Compute it from logp with torch operations (no .item(), no numpy).")
+    loss.backward()
+    ref = logp.clone().requires_grad_()
+    reference_loss(ref).backward()
+    if x.grad is None or not torch.allclose(x.grad, ref.grad, atol=1e-10):
+        raise failure
+
+
 def _ppo_batch(seed: int, B: int = 200):
     g = torch.Generator().manual_seed(seed)
     old = -torch.rand(B, generator=g, dtype=torch.float64) * 2 - 0.1
@@ -132,17 +145,11 @@ def check_clipped_surrogate(my_clipped_surrogate):
                     raise ExerciseFailed("The loss differs from PPO's clipped surrogate.", hint)
             raise ExerciseFailed(f"The loss is {got:.6f}, expected {expected:.6f}.",
                                  "loss = -mean(min(ratio A, clip(ratio, 1-eps, 1+eps) A)).")
-        if not loss.requires_grad:
-            raise ExerciseFailed("The loss carries no gradient.",
-                                 "Compute it from logp with torch operations (no .item(), "
-                                 "no numpy).")
-        loss.backward()
-        ref = logp.clone().requires_grad_()
-        ppo.ppo_clip_loss(ref, old, adv, eps).backward()
-        if x.grad is None or not torch.allclose(x.grad, ref.grad, atol=1e-10):
-            raise ExerciseFailed("The gradient differs from the clipped surrogate's.",
-                                 "Where the clip is active the gradient must be 0: compute the "
-                                 "clipped term with torch.clamp on the ratio.")
+        _expect_same_gradient(
+            loss, x, lambda ref: ppo.ppo_clip_loss(ref, old, adv, eps), logp,
+            ExerciseFailed("The gradient differs from the clipped surrogate's.",
+                           "Where the clip is active the gradient must be 0: compute the "
+                           "clipped term with torch.clamp on the ratio."))
 
 
 # --- preconditioned conjugate gradient ------------------------------------------------------
@@ -286,14 +293,8 @@ def check_dual_clip_loss(my_dual_clip_loss):
             raise ExerciseFailed(f"The loss is {got:.6f}, expected {expected:.6f}.",
                                  "objective = min(r A, clip(r) A); where A < 0 take "
                                  "max(objective, c A); loss = -mean(objective).")
-        if not loss.requires_grad:
-            raise ExerciseFailed("The loss carries no gradient.",
-                                 "Compute it from logp with torch operations (no .item(), "
-                                 "no numpy).")
-        loss.backward()
-        ref = logp.clone().requires_grad_()
-        _dual_clip_reference(ref, old, adv, eps, c).backward()
-        if x.grad is None or not torch.allclose(x.grad, ref.grad, atol=1e-10):
-            raise ExerciseFailed("The gradient differs from dual-clip PPO's.",
-                                 "Where the dual clip is active (A < 0 and r > c) the gradient "
-                                 "must be 0: build the bound from adv alone, not from r.")
+        _expect_same_gradient(
+            loss, x, lambda ref: _dual_clip_reference(ref, old, adv, eps, c), logp,
+            ExerciseFailed("The gradient differs from dual-clip PPO's.",
+                           "Where the dual clip is active (A < 0 and r > c) the gradient must "
+                           "be 0: build the bound from adv alone, not from r."))
