@@ -9,9 +9,9 @@ Training time excludes evaluation and includes building the model and the enviro
     .venv/bin/python benchmarks/onpolicy_cartpole.py --algo trpo --seeds 0 1 2 3 4 5 \
         --set max_kl=0.02
 
-Prints one row per seed and the median [min, max]. When issue 8's ``benchmarks/cartpole.py``
-harness is merged, PPO and TRPO join it with one line each; this script stays as the quick
-per-algorithm check.
+Prints one row per seed and the median [min, max]. The side-by-side race with SB3 is
+``benchmarks/cartpole.py`` (PPO and TRPO are in it); this script is the quick per-algorithm check
+(rlnotes only, SB3's medians quoted from PEERS.md), also used for tuning.
 """
 
 from __future__ import annotations

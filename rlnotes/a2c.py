@@ -13,8 +13,6 @@ Defined in: Actor-critic and generalised advantage estimation.
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 
@@ -23,7 +21,9 @@ from rlnotes._validate import (require_choice, require_gamma, require_in_range, 
 from rlnotes.deeprl.envs import env_spec, make_vec_env
 from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_space,
                                     collect_rollout, masked_mean, rollout_advantages)
-from rlnotes.device import get_device
+from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
+                                     check_max_grad_norm, check_positive, check_rollout_size,
+                                     choose_device, torch_threads)
 
 __all__ = ["train", "a2c_loss", "n_step_returns"]
 
@@ -126,45 +126,17 @@ def a2c_loss(logp, adv, values, returns, entropy, mask=None, *, vf_coef: float =
     return loss, policy_loss, value_loss
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _device(device):
-    # Small MLPs on batches of a few hundred rows run fastest on a CPU; "auto" asks get_device.
-    if device is None:
-        return torch.device("cpu")
-    if device == "auto":
-        return get_device()
-    return get_device(str(device))
-
-
-def check_common(env_id, total_steps, seed, callback, hidden_sizes, learning_rate, gamma,
-                 init_std, num_threads):
-    """Validate the arguments every policy-gradient trainer shares; returns the cleaned ones."""
+def check_policy_args(env_id, hidden_sizes, learning_rate, gamma, init_std):
+    """Check the arguments REINFORCE and A2C share beyond the trainer contract's (see
+    :func:`rlnotes.deeprl.training.check_common`); returns the cleaned ones."""
     env_spec(env_id)
-    total_steps = require_int(total_steps, "total_steps", minimum=1)
-    seed = require_int(seed, "seed", minimum=0)
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be callable or None, got {callback!r}")
-    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
-        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
-    hidden_sizes = [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
-    learning_rate = require_real(learning_rate, "learning_rate")
-    if learning_rate <= 0:
-        raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+    hidden_sizes = check_hidden_sizes(hidden_sizes)
+    learning_rate = check_positive(learning_rate, "learning_rate")
     gamma = require_gamma(gamma)
     init_std = require_real(init_std, "init_std")
     if init_std <= 0:
         raise ValueError(f"init_std must be > 0 (a Gaussian's standard deviation), got {init_std}")
-    num_threads = require_int(num_threads, "num_threads", minimum=1)
-    return total_steps, seed, hidden_sizes, learning_rate, gamma, init_std, num_threads
+    return hidden_sizes, learning_rate, gamma, init_std
 
 
 def make_optimizer(params, name: str, learning_rate: float):
@@ -194,8 +166,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False) -> MostProbablePolicy:
     """Train an A2C agent on ``env_id`` for ``total_steps`` environment steps; return its policy
-    (the most probable action; the Gaussian's mean for Box actions). Follows the trainer
-    contract of the book (same arguments, same run).
+    (the most probable action; the Gaussian's mean for Box actions): ``policy(obs)`` maps
+    (N, obs_dim) observations to (N,) int64 actions for a Discrete action space, (N, k) float32
+    actions for a k-dimensional Box. Follows the trainer contract of the book (same arguments,
+    same run).
 
     Hyperparameters (the defaults are the chapter's CartPole-v1 settings):
 
@@ -215,7 +189,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - init_std: Box actions: the Gaussian policy's initial standard deviation (> 0)
     - num_threads: torch threads during training (1 is fastest for small networks)
-    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
 
     ``callback(steps, policy)`` is called after every update (num_envs * num_steps <= 2048
@@ -223,32 +197,21 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Defined in: Actor-critic and generalised advantage estimation, section A2C on CartPole.
     """
-    (total_steps, seed, hidden_sizes, learning_rate, gamma, init_std,
-     num_threads) = check_common(env_id, total_steps, seed, callback, hidden_sizes,
-                                 learning_rate, gamma, init_std, num_threads)
-    num_envs = require_int(num_envs, "num_envs", minimum=1)
-    num_steps = require_int(num_steps, "num_steps", minimum=1)
-    if num_envs * num_steps > 2048:
-        raise ValueError(f"num_steps must make num_envs * num_steps <= 2048 (the callback "
-                         f"interval), got {num_envs} * {num_steps}")
+    total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
+    hidden_sizes, learning_rate, gamma, init_std = check_policy_args(
+        env_id, hidden_sizes, learning_rate, gamma, init_std)
+    num_envs, num_steps = check_rollout_size(num_envs, num_steps)
     lr_final_fraction = require_in_range(lr_final_fraction, "lr_final_fraction", 0.0, 1.0)
-    vf_lr_scale = require_real(vf_lr_scale, "vf_lr_scale")
-    if vf_lr_scale <= 0:
-        raise ValueError(f"vf_lr_scale must be > 0, got {vf_lr_scale}")
+    vf_lr_scale = check_positive(vf_lr_scale, "vf_lr_scale")
     require_choice(optimizer, "optimizer", ("adam", "rmsprop"))
     lam = require_in_range(lam, "lam", 0.0, 1.0)
     vf_coef = require_real(vf_coef, "vf_coef")
     ent_coef = require_real(ent_coef, "ent_coef")
     if vf_coef < 0 or ent_coef < 0:
         raise ValueError(f"vf_coef and ent_coef must be >= 0, got {vf_coef} and {ent_coef}")
-    if not isinstance(normalize_advantages, bool):
-        raise ValueError(f"normalize_advantages must be True or False, got "
-                         f"{normalize_advantages!r}")
-    if max_grad_norm is not None:
-        max_grad_norm = require_real(max_grad_norm, "max_grad_norm")
-        if max_grad_norm <= 0:
-            raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm}")
-    dev = _device(device)
+    check_flag(normalize_advantages, "normalize_advantages")
+    max_grad_norm = check_max_grad_norm(max_grad_norm)
+    dev = choose_device(device)
 
     envs = make_vec_env(env_id, num_envs)
     try:
@@ -258,7 +221,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         raise
     obs_dim = envs.single_observation_space.shape[0]
 
-    with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         net = ActorCritic(obs_dim, act_info, hidden_sizes, init_std=init_std, device=dev)
         actor = list(net.pi.parameters()) + ([] if net.discrete else [net.log_std])
@@ -274,10 +237,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         obs = np.asarray(obs, dtype=np.float32)
         autoreset = np.zeros(num_envs, dtype=bool)
         steps = 0
-        bar = None
-        if progress:
-            from rlnotes.progress import progress as _progress
-            bar = _progress(total=total_steps, desc="A2C")
+        reporter = Reporter(total_steps, callback, policy, progress=progress, desc="A2C")
         try:
             while steps < total_steps:
                 ro, obs, autoreset = collect_rollout(envs, net, obs, autoreset, num_steps,
@@ -309,13 +269,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
                 opt.step()
-                if bar is not None:
-                    bar.update(min(steps, total_steps) - bar.n)
-                if callback is not None and callback(steps, policy):
+                if reporter(steps):
                     break
         finally:
             envs.close()
-            if bar is not None:
-                bar.close()
+            reporter.close()
     net.eval()
     return policy

@@ -56,8 +56,8 @@ def kl_k1(logp, ref_logp):
 
     .. math::  k_1 = \log \pi_\theta(a) - \log \pi_{ref}(a), \qquad a \sim \pi_\theta .
 
-    Unbiased, since ``E_{pi_theta}[k1] = KL(pi_theta || pi_ref)``, but single samples are
-    negative half the time and its variance is high (Schulman 2020).
+    Unbiased, since ``E_{pi_theta}[k1] = KL(pi_theta || pi_ref)``, but a single sample is
+    negative whenever pi_theta(a) < pi_ref(a), and its variance is high (Schulman 2020).
 
     ==========  ===========  ===============================================
     argument    shape        meaning
@@ -67,7 +67,7 @@ def kl_k1(logp, ref_logp):
     returns     logp's       per-sample estimate; average it over samples
     ==========  ===========  ===============================================
 
-    Defined in: KL divergence and importance sampling, section Estimating KL from samples.
+    Defined in: TRPO and PPO, section KL divergence.
     """
     logp, ref_logp = _float_pair(logp, ref_logp)
     return logp - ref_logp
@@ -90,7 +90,7 @@ def kl_k2(logp, ref_logp):
     returns     logp's       per-sample estimate; average it over samples
     ==========  ===========  ===============================================
 
-    Defined in: KL divergence and importance sampling, section Estimating KL from samples.
+    Defined in: TRPO and PPO, section KL divergence.
     """
     logp, ref_logp = _float_pair(logp, ref_logp)
     return 0.5 * (logp - ref_logp) ** 2
@@ -118,7 +118,7 @@ def kl_k3(logp, ref_logp):
     returns     logp's       per-sample estimate, >= 0; average it over samples
     ==========  ===========  ===============================================
 
-    Defined in: KL divergence and importance sampling, section Estimating KL from samples.
+    Defined in: TRPO and PPO, section KL divergence.
     """
     logp, ref_logp = _float_pair(logp, ref_logp)
     return k3(logp, ref_logp)
@@ -153,7 +153,7 @@ def kl_categorical(logits_p, logits_q):
     Both numpy arrays or both torch tensors; NaN and ``+inf`` are rejected, and each
     distribution needs at least one finite logit.
 
-    Defined in: KL divergence and importance sampling, section KL divergence.
+    Defined in: TRPO and PPO, section KL divergence.
     """
     p_logits, q_logits = _float_pair(logits_p, logits_q, "logits_p", "logits_q", finite=False)
     for x, name in ((p_logits, "logits_p"), (q_logits, "logits_q")):

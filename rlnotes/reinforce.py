@@ -19,10 +19,12 @@ import numpy as np
 import torch
 
 from rlnotes._validate import require_choice, require_int, require_real
-from rlnotes.a2c import _device, _torch_threads, check_common, make_optimizer
+from rlnotes.a2c import check_policy_args, make_optimizer
 from rlnotes.deeprl.envs import make_vec_env
 from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_space,
                                     masked_mean)
+from rlnotes.deeprl.training import (CALLBACK_INTERVAL, Reporter, check_common, check_flag,
+                                     check_max_grad_norm, choose_device, torch_threads)
 from rlnotes.returns import discounted_returns
 
 __all__ = ["train", "episode_psi"]
@@ -75,8 +77,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False) -> MostProbablePolicy:
     """Train REINFORCE on ``env_id`` for ``total_steps`` environment steps; return its policy
-    (the most probable action; the Gaussian's mean for Box actions). Follows the trainer
-    contract of the book (same arguments, same run).
+    (the most probable action; the Gaussian's mean for Box actions): ``policy(obs)`` maps
+    (N, obs_dim) observations to (N,) int64 actions for a Discrete action space, (N, k) float32
+    actions for a k-dimensional Box. Follows the trainer contract of the book (same arguments,
+    same run).
 
     One update per batch of ``num_envs`` whole episodes, one per environment. The vector env
     steps every copy until the longest episode of the batch ends; the steps a copy takes after
@@ -99,7 +103,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - init_std: Box actions: the Gaussian policy's initial standard deviation (> 0)
     - num_threads: torch threads during training (1 is fastest for small networks)
-    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
 
     ``callback(steps, policy)`` is called after every update and whenever another 2,048 steps
@@ -107,9 +111,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Defined in: Policy gradients, section REINFORCE on CartPole.
     """
-    (total_steps, seed, hidden_sizes, learning_rate, gamma, init_std,
-     num_threads) = check_common(env_id, total_steps, seed, callback, hidden_sizes,
-                                 learning_rate, gamma, init_std, num_threads)
+    total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
+    hidden_sizes, learning_rate, gamma, init_std = check_policy_args(
+        env_id, hidden_sizes, learning_rate, gamma, init_std)
     num_envs = require_int(num_envs, "num_envs", minimum=1)
     require_choice(psi, "psi", ("total", "reward_to_go"))
     require_choice(baseline, "baseline", ("none", "value"))
@@ -117,14 +121,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     vf_coef = require_real(vf_coef, "vf_coef")
     if vf_coef < 0:
         raise ValueError(f"vf_coef must be >= 0, got {vf_coef}")
-    if not isinstance(normalize_advantages, bool):
-        raise ValueError(f"normalize_advantages must be True or False, got "
-                         f"{normalize_advantages!r}")
-    if max_grad_norm is not None:
-        max_grad_norm = require_real(max_grad_norm, "max_grad_norm")
-        if max_grad_norm <= 0:
-            raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm}")
-    dev = _device(device)
+    check_flag(normalize_advantages, "normalize_advantages")
+    max_grad_norm = check_max_grad_norm(max_grad_norm)
+    dev = choose_device(device)
 
     envs = make_vec_env(env_id, num_envs)
     try:
@@ -135,7 +134,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     obs_dim = envs.single_observation_space.shape[0]
     N = num_envs
 
-    with _torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = ActorCritic(obs_dim, act_info, hidden_sizes, init_std=init_std, device=dev)
         params = list(net.pi.parameters())
@@ -148,12 +147,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         policy = MostProbablePolicy(net)
         if not net.discrete:
             low, high = act_info["low"], act_info["high"]
-        steps, next_call, first = 0, 2048, True
+        steps, next_call, first = 0, CALLBACK_INTERVAL, True
         stop = False
-        bar = None
-        if progress:
-            from rlnotes.progress import progress as _progress
-            bar = _progress(total=total_steps, desc="REINFORCE")
+        reporter = Reporter(total_steps, callback, policy, progress=progress, desc="REINFORCE")
         try:
             while steps < total_steps and not stop:
                 obs, _ = envs.reset(seed=seed) if first else envs.reset()
@@ -182,11 +178,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     ended_at[ended] = len(rew_l) - 1
                     active &= ~(term | trunc)
                     steps += N
-                    if bar is not None:
-                        bar.update(min(steps, total_steps) - bar.n)
+                    reporter.update(steps)
                     if steps >= next_call:
-                        next_call += 2048
-                        if callback is not None and callback(steps, policy):
+                        next_call += CALLBACK_INTERVAL
+                        if reporter(steps):
                             stop = True
                             break
                 if stop or active.any():
@@ -222,11 +217,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
                 opt.step()
-                if callback is not None and callback(steps, policy):
+                if reporter(steps):
                     break
         finally:
             envs.close()
-            if bar is not None:
-                bar.close()
+            reporter.close()
     net.eval()
     return policy

@@ -17,17 +17,13 @@ import math
 import numpy as np
 import torch
 
-from rlnotes._validate import require_choice, require_in_range, require_int, require_real
+from rlnotes._validate import require_choice, require_in_range, require_int
+from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
+                                     check_positive, check_rollout_size, choose_device,
+                                     torch_threads)
 
 __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
-           "line_search", "train"]
-
-
-def _positive(value, name: str) -> float:
-    value = require_real(value, name)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
+           "line_search", "performance_difference", "train"]
 
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
@@ -122,7 +118,7 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: flo
         raise ValueError("b must be a 1-D floating-point tensor, got "
                          f"{tuple(b.shape) if torch.is_tensor(b) else type(b).__name__}")
     iters = require_int(iters, "iters", minimum=1)
-    damping = _positive(damping, "damping")
+    damping = check_positive(damping, "damping")
     tol = require_in_range(tol, "tol", 0.0, float("inf"))
     x = torch.zeros_like(b)
     r = b.clone()
@@ -153,7 +149,7 @@ def natural_step(g: torch.Tensor, matvec, max_kl: float, *, cg_iters: int = 10,
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    max_kl = _positive(max_kl, "max_kl")
+    max_kl = check_positive(max_kl, "max_kl")
     x = conjugate_gradient(matvec, g, iters=cg_iters, damping=damping)
     xFx = float(torch.dot(x, matvec(x) + damping * x))
     if not math.isfinite(xFx) or xFx <= 0:
@@ -187,7 +183,7 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    max_kl = _positive(max_kl, "max_kl")
+    max_kl = check_positive(max_kl, "max_kl")
     shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
     max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
     accept_ratio = require_in_range(accept_ratio, "accept_ratio", 0.0, 1.0)
@@ -206,6 +202,63 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
 
 
 # --- the trainer ------------------------------------------------------------------------------
+
+
+def performance_difference(mdp, policy, new_policy, mu0) -> dict:
+    r"""Both sides of the performance-difference lemma, the surrogate and TRPO's lower bound,
+    computed exactly on a tabular MDP (discount ``gamma < 1``).
+
+    With :math:`d^{\pi}(s) = \sum_t \gamma^t \Pr(s_t = s \mid \pi)` the (unnormalised)
+    discounted visitation from the start distribution ``mu0`` and
+    :math:`A^\pi = Q^\pi - V^\pi`:
+
+    .. math::
+
+        J(\pi') - J(\pi) = \sum_s d^{\pi'}(s) \sum_a \pi'(a|s) A^\pi(s, a) \quad
+        \text{(the lemma)}, \qquad
+        L_\pi(\pi') = \sum_s d^{\pi}(s) \sum_a \pi'(a|s) A^\pi(s, a),
+
+        J(\pi') - J(\pi) \ge L_\pi(\pi') - C \max_s \mathrm{KL}(\pi(\cdot|s) \,\|\,
+        \pi'(\cdot|s)), \qquad C = \frac{4 \varepsilon \gamma}{(1 - \gamma)^2}, \quad
+        \varepsilon = \max_{s, a} |A^\pi(s, a)|
+
+    (Schulman et al. 2015, Theorem 1). ``policy`` and ``new_policy`` are (S, A) probability
+    matrices, ``mu0`` an (S,) probability vector. Returns a dict of floats: ``gain``
+    (:math:`J(\pi') - J(\pi)`, from two exact policy evaluations), ``lemma`` (the right-hand
+    side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` and ``bound``
+    (:math:`L - C \max \mathrm{KL}`). Normalising :math:`d` to a distribution multiplies the
+    sums by :math:`1 - \gamma`, which is where the lemma's usual factor :math:`1/(1-\gamma)`
+    comes from.
+
+    Defined in: TRPO and PPO, section The surrogate objective and the trust region.
+    """
+    from rlnotes.mdp import TabularMDP, policy_evaluation, q_values
+    from rlnotes.pg_exact import check_policy, discounted_visitation
+    if not isinstance(mdp, TabularMDP):
+        raise ValueError(f"mdp must be a rlnotes.mdp.TabularMDP, got {type(mdp).__name__}")
+    if not mdp.gamma < 1:
+        raise ValueError(f"mdp.gamma must be < 1 for the discounted lemma, got {mdp.gamma}")
+    pis = []
+    for p, name in ((policy, "policy"), (new_policy, "new_policy")):
+        try:
+            pis.append(check_policy(mdp, p))
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+    pi, pi_new = pis
+    V = np.asarray(policy_evaluation(mdp, pi), dtype=np.float64)
+    V_new = np.asarray(policy_evaluation(mdp, pi_new), dtype=np.float64)
+    A = np.asarray(q_values(mdp, V), dtype=np.float64) - V[:, None]
+    d_new = discounted_visitation(mdp, pi_new, mu0)  # checks mu0
+    d_old = discounted_visitation(mdp, pi, mu0)
+    mu0 = np.asarray(mu0, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(pi > 0, pi * (np.log(pi) - np.log(pi_new)), 0.0)
+    max_kl = float(terms.sum(axis=1).max())
+    gamma = float(mdp.gamma)
+    C = 4.0 * float(np.abs(A).max()) * gamma / (1.0 - gamma) ** 2
+    surrogate = float(d_old @ (pi_new * A).sum(axis=1))
+    return {"gain": float(mu0 @ (V_new - V)), "lemma": float(d_new @ (pi_new * A).sum(axis=1)),
+            "surrogate": surrogate, "max_kl": max_kl, "C": C, "bound": surrogate - C * max_kl}
 
 
 def _set_flat(params, theta: torch.Tensor) -> None:
@@ -233,7 +286,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           device=None,
           progress: bool = False):
     """Train a TRPO agent (Schulman et al. 2015) on ``env_id`` for ``total_steps`` environment
-    steps; return its greedy policy. Follows the trainer contract of the book.
+    steps; return its greedy policy (``policy(obs)``: (N, obs_dim) observations to (N,) int64
+    actions for a Discrete action space, (N, k) float32 actions for a k-dimensional Box).
+    Follows the trainer contract of the book.
 
     Each update: play ``num_steps`` steps in each of ``num_envs`` envs, compute GAE advantages,
     take one natural-gradient step of the policy on the surrogate
@@ -253,13 +308,14 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
     - critic_lr: Adam's step size for the critic
-    - critic_epochs: passes over each rollout fitting the critic
-    - critic_minibatch: transitions per critic gradient step
+    - critic_epochs: shuffles of each rollout fitting the critic
+    - critic_minibatch: transitions per critic gradient step; each shuffle gives
+      B // critic_minibatch steps (the ragged remainder is skipped)
     - norm_adv: normalise each rollout's advantages to mean 0, std 1
     - hidden_sizes, activation: the actor's and the critic's hidden layers
     - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
     - num_threads: torch threads during training (1 is fastest for small networks)
-    - device: None = CPU; "auto" = rlnotes.get_device(); or a device name
+    - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
 
     ``callback(steps, policy)`` is called after every update; returning True stops training.
@@ -270,37 +326,26 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     """
     from rlnotes.deeprl import _onpolicy as op
 
-    total_steps = require_int(total_steps, "total_steps", minimum=1)
-    seed = require_int(seed, "seed", minimum=0)
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be callable or None, got {callback!r}")
-    num_envs = require_int(num_envs, "num_envs", minimum=1)
-    num_steps = require_int(num_steps, "num_steps", minimum=1)
-    if num_envs * num_steps > 2048:
-        raise ValueError(f"num_envs * num_steps must be <= 2048 (the callback interval), got "
-                         f"{num_envs} * {num_steps}")
-    max_kl = _positive(max_kl, "max_kl")
+    total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
+    num_envs, num_steps = check_rollout_size(num_envs, num_steps)
+    max_kl = check_positive(max_kl, "max_kl")
     cg_iters = require_int(cg_iters, "cg_iters", minimum=1)
-    cg_damping = _positive(cg_damping, "cg_damping")
+    cg_damping = check_positive(cg_damping, "cg_damping")
     shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
     max_backtracks = require_int(max_backtracks, "max_backtracks", minimum=1)
     gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
     lam = require_in_range(lam, "lam", 0.0, 1.0)
-    critic_lr = _positive(critic_lr, "critic_lr")
+    critic_lr = check_positive(critic_lr, "critic_lr")
     critic_epochs = require_int(critic_epochs, "critic_epochs", minimum=1)
     critic_minibatch = require_int(critic_minibatch, "critic_minibatch", minimum=1)
-    if not isinstance(norm_adv, bool):
-        raise ValueError(f"norm_adv must be True or False, got {norm_adv!r}")
-    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__iter__"):
-        raise ValueError(f"hidden_sizes must be a sequence of layer widths, got {hidden_sizes!r}")
-    hidden_sizes = [require_int(h, "hidden_sizes", minimum=1) for h in hidden_sizes]
+    check_flag(norm_adv, "norm_adv")
+    hidden_sizes = check_hidden_sizes(hidden_sizes)
     require_choice(activation, "activation", ("tanh", "relu"))
     log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
-    num_threads = require_int(num_threads, "num_threads", minimum=1)
-    dev = op.choose_device(device)
+    dev = choose_device(device)
 
     envs, obs_dim, act_info = op.make_train_envs(env_id, num_envs)
-    with op.torch_threads(num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
@@ -316,10 +361,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         obs, _ = envs.reset(seed=seed)
         autoreset = np.zeros(num_envs, dtype=bool)
         steps = 0
-        bar = None
-        if progress:
-            from rlnotes.progress import progress as _progress
-            bar = _progress(total=total_steps, desc="TRPO")
+        reporter = Reporter(total_steps, callback, policy, progress=progress, desc="TRPO")
         try:
             while steps < total_steps:
                 T = min(num_steps, -(-(total_steps - steps) // num_envs))
@@ -337,21 +379,26 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     stats["explained_variance"] = op.explained_variance(batch["values"],
                                                                         batch["returns"])
                 policy.diagnostics.append(stats)
-                if bar is not None:
-                    bar.update(min(steps, total_steps) - bar.n)
-                if callback is not None and callback(steps, policy):
+                if reporter(steps):
                     break
         finally:
             envs.close()
-            if bar is not None:
-                bar.close()
+            reporter.close()
     net.eval()
     return policy
 
 
 def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shrink,
                  max_backtracks, norm_adv):
-    """One TRPO policy update on a batch; returns its diagnostics."""
+    """One TRPO policy update on a rollout's batch (the dict of
+    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio * A)`` and
+    the mean exact KL to the old policy as closures, the gradient g, the KL's gradient with its
+    graph kept (built once, reused by every Fisher-vector product), the natural step from
+    conjugate gradient, and the backtracking line search. Returns the update's diagnostics
+    (``kl``, ``backtracks``, ``improvement``).
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
     obs, actions, old_logp, old_params = batch["obs"], batch["actions"], batch["logp"], \
         batch["params"]
     adv = batch["adv"]
@@ -390,6 +437,9 @@ def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shri
 
 
 def _fit_critic(net, optimizer, batch, generator, epochs, minibatch):
+    """Fit the critic to the batch's lambda-returns: ``epochs`` passes, each a shuffle cut into
+    ``B // minibatch`` minibatches of ``minibatch`` transitions (a ragged remainder of the
+    shuffle is skipped; a batch smaller than ``minibatch`` is one minibatch)."""
     obs, returns = batch["obs"], batch["returns"]
     B = len(returns)
     mb = min(minibatch, B)

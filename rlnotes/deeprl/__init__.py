@@ -1,5 +1,7 @@
 """The machinery every deep-RL trainer of the book shares (DQN, REINFORCE, A2C, TRPO, PPO):
-vectorised environments and their transitions, MLPs, the replay buffer, evaluation.
+vectorised environments and their transitions, MLPs, the replay buffer, evaluation, and the
+training plumbing of :mod:`rlnotes.deeprl.training` (common argument checks, torch threads,
+device choice, progress bar and callback).
 
 Defined in: Deep Q-networks.
 """

@@ -10,7 +10,6 @@ Defined in: TRPO and PPO, section PPO on CartPole.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -23,30 +22,9 @@ from rlnotes.deeprl.networks import mlp
 from rlnotes.returns import gae
 
 __all__ = ["ActorCritic", "GreedyPolicy", "collect_rollout", "rollout_advantages",
-           "make_train_envs", "torch_threads", "choose_device"]
+           "make_train_envs"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """Run the block with ``n`` torch threads (1 is fastest for small networks), then restore."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def choose_device(device) -> torch.device:
-    """None: the CPU (small networks run fastest there); "auto": :func:`rlnotes.get_device`."""
-    from rlnotes.device import get_device
-    if device is None:
-        return torch.device("cpu")
-    if device == "auto":
-        return get_device()
-    return get_device(str(device))
 
 
 def make_train_envs(env_id: str, num_envs: int, *, discrete_only: bool = False):

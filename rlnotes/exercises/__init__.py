@@ -14,7 +14,8 @@ from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
-from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient)
+from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient,
+                                   check_dual_clip_loss, check_preconditioned_cg)
 from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
                                     check_token_gae)
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
@@ -37,7 +38,8 @@ __all__ = [
     # Actor-critic and generalised advantage estimation
     "check_gae", "check_n_step_returns",
     # TRPO and PPO
-    "check_conjugate_gradient", "check_clipped_surrogate",
+    "check_preconditioned_cg", "check_dual_clip_loss", "check_conjugate_gradient",
+    "check_clipped_surrogate",
     # Reinforcement learning from human feedback
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation

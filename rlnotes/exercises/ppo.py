@@ -1,5 +1,12 @@
 """Checks of the exercises of the chapter "TRPO and PPO".
 
+The chapter asks for variants of what it displays: ``check_preconditioned_cg`` (conjugate
+gradient with a Jacobi preconditioner, checked against a direct solve and a reference
+preconditioned iterate) and ``check_dual_clip_loss`` (dual-clip PPO's loss, checked against a
+reference and ``rlnotes.ppo.ppo_clip_loss`` where the two agree). The two checks below them
+belonged to earlier exercises (plain CG and the plain clipped surrogate, whose recipes the
+chapter shows); they stay exported for courses that assigned them.
+
 ``check_conjugate_gradient`` runs the reader's conjugate gradient on random symmetric positive
 definite systems and compares it with a direct solve (and ``rlnotes.trpo.conjugate_gradient``
 after few steps). ``check_clipped_surrogate`` compares the reader's clipped surrogate loss with
@@ -15,7 +22,8 @@ import torch
 from rlnotes import ppo, trpo
 from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
 
-__all__ = ["check_conjugate_gradient", "check_clipped_surrogate"]
+__all__ = ["check_preconditioned_cg", "check_dual_clip_loss", "check_conjugate_gradient",
+           "check_clipped_surrogate"]
 
 
 def _array(x, what: str, shape) -> np.ndarray:
@@ -77,6 +85,19 @@ def check_conjugate_gradient(my_conjugate_gradient):
                              "Start from x = 0, r = p = b, and take exactly `iters` steps.")
 
 
+def _expect_same_gradient(loss, x, reference_loss, logp, failure: ExerciseFailed) -> None:
+    """The reader's ``loss`` of ``x`` (a leaf copy of ``logp``) must carry a gradient equal to
+    that of ``reference_loss(copy of logp)``; raise ``failure`` when it differs."""
+    if not loss.requires_grad:
+        raise ExerciseFailed("The loss carries no gradient.",
+                             "Compute it from logp with torch operations (no .item(), no numpy).")
+    loss.backward()
+    ref = logp.clone().requires_grad_()
+    reference_loss(ref).backward()
+    if x.grad is None or not torch.allclose(x.grad, ref.grad, atol=1e-10):
+        raise failure
+
+
 def _ppo_batch(seed: int, B: int = 200):
     g = torch.Generator().manual_seed(seed)
     old = -torch.rand(B, generator=g, dtype=torch.float64) * 2 - 0.1
@@ -124,14 +145,156 @@ def check_clipped_surrogate(my_clipped_surrogate):
                     raise ExerciseFailed("The loss differs from PPO's clipped surrogate.", hint)
             raise ExerciseFailed(f"The loss is {got:.6f}, expected {expected:.6f}.",
                                  "loss = -mean(min(ratio A, clip(ratio, 1-eps, 1+eps) A)).")
-        if not loss.requires_grad:
-            raise ExerciseFailed("The loss carries no gradient.",
-                                 "Compute it from logp with torch operations (no .item(), "
-                                 "no numpy).")
-        loss.backward()
-        ref = logp.clone().requires_grad_()
-        ppo.ppo_clip_loss(ref, old, adv, eps).backward()
-        if x.grad is None or not torch.allclose(x.grad, ref.grad, atol=1e-10):
-            raise ExerciseFailed("The gradient differs from the clipped surrogate's.",
-                                 "Where the clip is active the gradient must be 0: compute the "
-                                 "clipped term with torch.clamp on the ratio.")
+        _expect_same_gradient(
+            loss, x, lambda ref: ppo.ppo_clip_loss(ref, old, adv, eps), logp,
+            ExerciseFailed("The gradient differs from the clipped surrogate's.",
+                           "Where the clip is active the gradient must be 0: compute the "
+                           "clipped term with torch.clamp on the ratio."))
+
+
+# --- preconditioned conjugate gradient ------------------------------------------------------
+
+
+def _pcg_reference(A: torch.Tensor, b: torch.Tensor, diag: torch.Tensor, iters: int):
+    """Jacobi-preconditioned CG from x = 0 (M = diag(diag)), ``iters`` steps."""
+    x = torch.zeros_like(b)
+    r = b.clone()
+    z = r / diag
+    p = z.clone()
+    rz = r @ z
+    for _ in range(iters):
+        Ap = A @ p
+        alpha = rz / (p @ Ap)
+        x = x + alpha * p
+        r = r - alpha * Ap
+        z = r / diag
+        rz_new = r @ z
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x
+
+
+def _badly_scaled_system(seed: int, n: int):
+    """An SPD system whose diagonal spans four orders of magnitude: Jacobi helps a lot."""
+    g = torch.Generator().manual_seed(seed)
+    M = torch.randn(n, n, generator=g, dtype=torch.float64)
+    A0 = M @ M.T / n + torch.eye(n, dtype=torch.float64)
+    scale = torch.logspace(-2, 2, n, dtype=torch.float64)[torch.randperm(n, generator=g)]
+    A = scale[:, None] * A0 * scale[None, :]
+    b = torch.randn(n, generator=g, dtype=torch.float64)
+    return A, b
+
+
+@check
+def check_preconditioned_cg(my_preconditioned_cg):
+    """``my_preconditioned_cg(matvec, b, diag, iters)`` returns x after ``iters`` steps of
+    conjugate gradient with the Jacobi preconditioner M = diag(diag), from x = 0, for
+    ``matvec(v) = A v`` with A symmetric positive definite."""
+    expect_own_work(my_preconditioned_cg, trpo.conjugate_gradient, _pcg_reference)
+    for seed, n in ((0, 6), (1, 10), (2, 16)):
+        A, b = _badly_scaled_system(seed, n)
+        diag = torch.diagonal(A).clone()
+        calls = []
+
+        def matvec(v, A=A):
+            calls.append(1)
+            return A @ v
+
+        iters = 4
+        got = _array(my_preconditioned_cg(matvec, b.clone(), diag.clone(), iters),
+                     "the solution", (n,))
+        expected = _pcg_reference(A, b, diag, iters).numpy()
+        if not np.allclose(got, expected, rtol=1e-6, atol=1e-9):
+            plain = trpo.conjugate_gradient(lambda v: A @ v, b, iters=iters, damping=1e-300,
+                                            tol=0.0).numpy()
+            if np.allclose(got, plain, rtol=1e-6, atol=1e-9):
+                raise ExerciseFailed(
+                    f"After {iters} steps your x is plain conjugate gradient's iterate.",
+                    "Use the preconditioned residual z = r / diag: p starts at z, alpha = (r.z) "
+                    "/ (p.Ap), beta = (r_new.z_new) / (r.z), p = z_new + beta p.")
+            raise ExerciseFailed(
+                f"After {iters} steps on a {n}x{n} system your x is off preconditioned CG's "
+                f"iterate by {np.abs(got - expected).max():.3g}.",
+                "z = r / diag; p = z; alpha = (r.z) / (p.Ap); x += alpha p; r -= alpha Ap; "
+                "z_new = r / diag; beta = (r.z)_new / (r.z); p = z_new + beta p.")
+        if len(calls) > iters + 1:
+            raise ExerciseFailed(f"matvec was called {len(calls)} times for {iters} steps.",
+                                 "One product A p per step is all CG needs.")
+        full = _array(my_preconditioned_cg(lambda v, A=A: A @ v, b.clone(), diag.clone(),
+                                           3 * n), "the solution", (n,))
+        direct = torch.linalg.solve(A, b).numpy()
+        if not np.allclose(full, direct, rtol=1e-5, atol=1e-8):
+            raise ExerciseFailed(
+                f"With {3 * n} steps x is off the direct solve by "
+                f"{np.abs(full - direct).max():.3g}.",
+                "Stop early only when the residual is (numerically) zero.")
+    # with diag = 1 it must be plain CG
+    A, b = _system(3, 10)
+    got = _array(my_preconditioned_cg(lambda v: A @ v, b.clone(),
+                                      torch.ones(10, dtype=torch.float64), 2),
+                 "the solution", (10,))
+    plain = trpo.conjugate_gradient(lambda v: A @ v, b, iters=2, damping=1e-300,
+                                    tol=0.0).numpy()
+    if not np.allclose(got, plain, atol=1e-8):
+        raise ExerciseFailed("With diag = 1 your x differs from plain conjugate gradient's.",
+                             "The preconditioner only enters through z = r / diag.")
+
+
+# --- dual-clip PPO --------------------------------------------------------------------------
+
+
+def _dual_clip_reference(logp, old_logp, adv, clip_eps, dual_clip):
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where(adv < 0, torch.maximum(clipped, dual_clip * adv), clipped)
+    return -objective.mean()
+
+
+def _dual_batch(seed: int, B: int = 300):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(B, generator=g, dtype=torch.float64) * 2 - 0.1
+    logp = old + 1.2 * torch.randn(B, generator=g, dtype=torch.float64)  # ratios up to ~30
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    return logp, old, adv
+
+
+@check
+def check_dual_clip_loss(my_dual_clip_loss):
+    """``my_dual_clip_loss(logp, old_logp, adv, clip_eps, dual_clip)`` returns dual-clip PPO's
+    loss (a scalar tensor, differentiable with respect to logp): minus the mean over the batch
+    of ``max(min(r A, clip(r, 1 - eps, 1 + eps) A), c A)`` where A < 0, and of PPO's clipped
+    objective where A >= 0."""
+    expect_own_work(my_dual_clip_loss, _dual_clip_reference)
+    for seed, eps, c in ((0, 0.2, 3.0), (1, 0.1, 2.0), (2, 0.3, 5.0)):
+        logp, old, adv = _dual_batch(seed)
+        x = logp.clone().requires_grad_()
+        loss = my_dual_clip_loss(x, old.clone(), adv.clone(), eps, c)
+        if not torch.is_tensor(loss) or loss.numel() != 1:
+            raise ExerciseFailed("The loss is not a scalar tensor.",
+                                 "Return minus the mean over the batch, as a torch scalar.")
+        got = float(loss.detach())
+        expected = float(_dual_clip_reference(logp, old, adv, eps, c))
+        if abs(got - expected) > 1e-8:
+            ratio = torch.exp(logp - old)
+            plain = float(ppo.ppo_clip_loss(logp, old, adv, eps))
+            everywhere = float(-torch.maximum(
+                torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv),
+                c * adv).mean())
+            if abs(got - plain) < 1e-8:
+                raise ExerciseFailed("That is PPO's plain clipped loss.",
+                                     "Where A < 0, also bound the objective below by c * A.")
+            if abs(got - everywhere) < 1e-8:
+                raise ExerciseFailed("You applied the lower bound c * A to every sample.",
+                                     "The dual clip applies only where A < 0 (for A > 0, c * A "
+                                     "would raise the objective of every sample).")
+            if abs(got + expected) < 1e-8:
+                raise ExerciseFailed("The sign is flipped.",
+                                     "Return minus the objective: the loss is minimised.")
+            raise ExerciseFailed(f"The loss is {got:.6f}, expected {expected:.6f}.",
+                                 "objective = min(r A, clip(r) A); where A < 0 take "
+                                 "max(objective, c A); loss = -mean(objective).")
+        _expect_same_gradient(
+            loss, x, lambda ref: _dual_clip_reference(ref, old, adv, eps, c), logp,
+            ExerciseFailed("The gradient differs from dual-clip PPO's.",
+                           "Where the dual clip is active (A < 0 and r > c) the gradient must "
+                           "be 0: build the bound from adv alone, not from r."))

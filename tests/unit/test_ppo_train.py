@@ -171,3 +171,24 @@ def test_explained_variance():
     assert op.explained_variance(r, r) == 1.0
     assert abs(op.explained_variance(torch.full((4,), 2.5), r)) < 1e-6
     assert op.explained_variance(-r, r) < 0
+
+
+@pytest.mark.parametrize("minibatch_size", [256, 64, 100])
+def test_adam_steps_per_update(monkeypatch, minibatch_size):
+    """Each epoch takes B // minibatch_size Adam steps on a fresh shuffle of the B valid
+    transitions (one full-batch step when B <= minibatch_size, as with the defaults)."""
+    count = []
+    step = torch.optim.Adam.step
+
+    def counting_step(self, *args, **kwargs):
+        count.append(1)
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", counting_step)
+    policy = ppo.train("CartPole-v1", 1024, seed=0, minibatch_size=minibatch_size)
+    diag = policy.diagnostics
+    assert all(0 < d["transitions"] <= 256 for d in diag)
+    expected = sum(d["epochs"] * max(1, d["transitions"] // minibatch_size) for d in diag)
+    assert len(count) == expected
+    if minibatch_size == 256:
+        assert len(count) == 5 * len(diag)  # the defaults: 5 full-batch steps per update

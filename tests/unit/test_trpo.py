@@ -184,3 +184,65 @@ def test_bad_inputs(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         trpo.train(args.pop("env_id"), args.pop("total_steps"), **args)
+
+
+# --- the performance-difference lemma, exactly -------------------------------------------------
+
+def _pdl_setup(seed=0, S=5, A=3, gamma=0.9):
+    from rlnotes.mdp import random_mdp
+    from rlnotes.pg_exact import softmax_policy
+    mdp = random_mdp(S, A, gamma=gamma, seed=seed)
+    rng = np.random.default_rng(seed)
+    theta = rng.standard_normal((S, A))
+    direction = rng.standard_normal((S, A))
+    mu0 = rng.dirichlet(np.ones(S))
+    return mdp, softmax_policy, theta, direction, mu0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_performance_difference_lemma_is_exact(seed):
+    mdp, softmax, theta, direction, mu0 = _pdl_setup(seed)
+    for scale in (0.01, 0.3, 3.0):
+        r = trpo.performance_difference(mdp, softmax(theta), softmax(theta + scale * direction),
+                                        mu0)
+        assert abs(r["gain"] - r["lemma"]) < 1e-10 * max(1.0, abs(r["gain"]))
+        assert r["gain"] >= r["bound"] - 1e-12  # Schulman et al. (2015), Theorem 1
+
+
+def test_surrogate_matches_to_first_order():
+    mdp, softmax, theta, direction, mu0 = _pdl_setup(0)
+    errors = []
+    for scale in (0.1, 0.01, 0.001):
+        r = trpo.performance_difference(mdp, softmax(theta), softmax(theta + scale * direction),
+                                        mu0)
+        errors.append(abs(r["gain"] - r["surrogate"]))
+    # the error is second order: 10x smaller steps give about 100x smaller errors
+    assert errors[1] < errors[0] / 50 and errors[2] < errors[1] / 50
+
+
+def test_performance_difference_of_a_policy_with_itself():
+    mdp, softmax, theta, _, mu0 = _pdl_setup(1)
+    r = trpo.performance_difference(mdp, softmax(theta), softmax(theta), mu0)
+    assert abs(r["gain"]) < 1e-12 and abs(r["lemma"]) < 1e-12 and r["max_kl"] == 0.0
+
+
+@pytest.mark.parametrize("change, name", [
+    (lambda m, p, q, mu: ("not an mdp", p, q, mu), "mdp"),
+    (lambda m, p, q, mu: (m, p[:, :2], q, mu), "policy"),
+    (lambda m, p, q, mu: (m, p, q * 2, mu), "new_policy"),
+    (lambda m, p, q, mu: (m, p, q, mu[:-1]), "mu0"),
+    (lambda m, p, q, mu: (m, p, q, mu * 3), "mu0"),
+])
+def test_performance_difference_rejects(change, name):
+    mdp, softmax, theta, direction, mu0 = _pdl_setup(0)
+    args = change(mdp, softmax(theta), softmax(theta + direction), mu0)
+    with pytest.raises(ValueError, match=name):
+        trpo.performance_difference(*args)
+
+
+def test_performance_difference_rejects_gamma_one():
+    from rlnotes.mdp import random_mdp
+    mdp = random_mdp(4, 2, gamma=1.0, seed=0, terminal_prob=0.2)
+    pi = np.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match="gamma"):
+        trpo.performance_difference(mdp, pi, pi, np.full(4, 0.25))

@@ -16,22 +16,28 @@ def test_trpo_seed0_reaches_475_within_20480_steps_inside_the_trust_region():
     assert all(d["kl"] <= 0.02 + 1e-7 for d in policy.diagnostics)
 
 
-def test_ppo_three_seeds_reach_475_within_16384_steps():
+def test_ppo_three_seeds_reach_475_within_16384_steps_trpo_two():
     for seed in range(3):
         _, scores, _ = op.evaluation_curve(ppo.train, "CartPole-v1", 16_384, seed=seed)
         assert scores.max() >= 475, seed
+    trpo_best = [op.evaluation_curve(trpo.train, "CartPole-v1", 16_384, seed=seed)[1].max()
+                 for seed in range(3)]
+    assert trpo_best[0] >= 475 and trpo_best[2] >= 475 and trpo_best[1] < 475
 
 
 def test_ablation():
-    def finals(**kw):
-        return [op.evaluation_curve(ppo.train, "CartPole-v1", 8192, seed=s, **kw)[1][-1]
-                for s in (0, 1)]
-    defaults = finals()
-    spread = np.ptp(defaults)
-    assert np.mean(finals(n_epochs=1)) < np.mean(defaults)
-    assert np.mean(finals(anneal_lr=True)) < np.mean(defaults)
-    for kw in ({"norm_adv": False}, {"max_grad_norm": None}):
-        assert abs(np.mean(finals(**kw)) - np.mean(defaults)) < spread
+    def runs(**kw):
+        return np.array([op.evaluation_curve(ppo.train, "CartPole-v1", 8192, seed=s, **kw)[1]
+                         for s in (0, 1, 2)])
+    variants = {"defaults": {}, "no advantage normalisation": {"norm_adv": False},
+                "no gradient clipping": {"max_grad_norm": None}, "1 epoch": {"n_epochs": 1},
+                "20 epochs": {"n_epochs": 20}, "annealed learning rate": {"anneal_lr": True}}
+    rows = {name: runs(**kw) for name, kw in variants.items()}
+    mean = {name: r.mean() for name, r in rows.items()}
+    assert mean["1 epoch"] == min(mean.values()) and mean["defaults"] < mean["20 epochs"]
+    assert mean["annealed learning rate"] > mean["defaults"]
+    assert (rows["annealed learning rate"][:, -1] > 400).all()
+    assert (rows["defaults"][:, -1] < 200).all() and rows["defaults"][1].max() >= 475
 
 
 def test_early_stopping_on_kl():
@@ -50,3 +56,45 @@ def test_gaussian_ppo_on_point_mass():
     do_nothing = evaluate(lambda o: np.zeros((len(o), 1), np.float32), "rlnotes/PointMass-v0", 0)
     assert do_nothing.mean() < -50 and scores[-1] > -5
     assert policy.net.log_std.item() < -0.3
+
+
+def test_performance_difference_table():
+    """The chapter's exact check of the lemma, the surrogate and TRPO's bound."""
+    from rlnotes.mdp import random_mdp
+    from rlnotes.pg_exact import exact_gradient, softmax_policy
+    mdp = random_mdp(5, 3, gamma=0.9, seed=0)
+    rng = np.random.default_rng(0)
+    mu0 = rng.dirichlet(np.ones(5))
+    theta = rng.standard_normal((5, 3))
+    direction = exact_gradient(mdp, theta, mu0)
+    direction /= np.abs(direction).max()
+    pdl = {size: trpo.performance_difference(mdp, softmax_policy(theta),
+                                             softmax_policy(theta + size * direction), mu0)
+           for size in (0.001, 0.01, 0.1, 1.0, 10.0)}
+    for r in pdl.values():
+        assert abs(r["gain"] - r["lemma"]) < 1e-10 * max(1.0, abs(r["gain"]))
+        assert r["gain"] >= r["bound"]
+    err = {size: abs(r["gain"] - r["surrogate"]) for size, r in pdl.items()}
+    assert err[0.001] < err[0.01] / 50 < err[0.1] / 2500
+    assert pdl[0.001]["bound"] > 0 and pdl[0.01]["bound"] > 0
+    assert all(pdl[size]["bound"] < 0 < pdl[size]["gain"] for size in (0.1, 1.0, 10.0))
+    assert 100 < pdl[1.0]["C"] < 1000  # "C is in the hundreds"
+
+
+def test_penalty_gradient_at_old_policy_is_the_surrogates():
+    import torch
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 3, dtype=torch.float64, generator=gen).requires_grad_()
+    actions = torch.randint(0, 3, (64, 1), generator=gen)
+    adv = torch.randn(64, dtype=torch.float64, generator=gen)
+    old = logits.detach().log_softmax(-1)
+
+    def grad(beta):
+        log_pi = logits.log_softmax(-1)
+        kl = (old.exp() * (old - log_pi)).sum(-1)
+        loss = ppo.ppo_penalty_loss(log_pi.gather(1, actions).squeeze(1),
+                                    old.gather(1, actions).squeeze(1), adv, kl, beta)
+        return torch.autograd.grad(loss, logits)[0]
+
+    assert (grad(10.0) - grad(0.0)).abs().max().item() < 1e-12
+    assert grad(0.0).abs().max().item() > 1e-3  # the surrogate's gradient itself is not zero
