@@ -15,8 +15,9 @@ from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_pol
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
 from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient)
-from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
-                                    check_token_gae)
+from rlnotes.exercises.rlhf import (check_completion_logprobs, check_gather_logprobs,
+                                    check_k3_rewards, check_kl_penalised_rewards,
+                                    check_token_gae, check_truncated_token_gae)
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
                                   check_sarsa_update, check_td0_update,
                                   check_weighted_importance_sampling)
@@ -39,6 +40,7 @@ __all__ = [
     # TRPO and PPO
     "check_conjugate_gradient", "check_clipped_surrogate",
     # Reinforcement learning from human feedback
+    "check_completion_logprobs", "check_k3_rewards", "check_truncated_token_gae",
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation
     "check_dpo_loss", "check_optimal_policy",
