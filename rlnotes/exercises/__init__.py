@@ -8,7 +8,8 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
                                     expect_own_work, format_mismatch)
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
-from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
+from rlnotes.exercises.dpo import (check_cdpo_loss, check_dpo_loss,
+                                   check_entropy_regularised_optimum, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
@@ -43,6 +44,7 @@ __all__ = [
     "check_completion_logprobs", "check_k3_rewards", "check_truncated_token_gae",
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation
+    "check_cdpo_loss", "check_entropy_regularised_optimum",
     "check_dpo_loss", "check_optimal_policy",
     # GRPO, Dr. GRPO and DAPO
     "check_group_advantages", "check_grpo_aggregate",
