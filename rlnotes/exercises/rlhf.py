@@ -23,7 +23,7 @@ import rlnotes.kl as kl
 import rlnotes.lm.generation as generation
 import rlnotes.lm.ppo as lm_ppo
 import rlnotes.returns as returns
-from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work, format_mismatch
+from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work
 from rlnotes.exercises.core import as_float_array as _numpy, call_reader as _call
 
 __all__ = ["check_completion_logprobs", "check_k3_rewards", "check_truncated_token_gae",
