@@ -6,10 +6,13 @@ KL(pi || pi_ref), the k1 estimate summed over tokens. DPO trains on the 2,000 pr
 the RLHF chapter; PPO trains against the reward model fitted to the same 2,000 pairs (as in the
 RLHF chapter: 60 iterations of 64 completions); "PPO, gold reward" maximises the hidden gold
 reward itself (a ceiling no method with only preference data has). Each setting runs for
-several training seeds (the SFT model, the pairs and the reward model are fixed).
+several training seeds (the SFT model, the pairs and the reward model are fixed). "PPO, shared
+critic" repeats PPO at the largest KL coefficient with ``detach_value=False`` (the critic's
+error trains the policy's backbone, the lab's old default) to record why that default changed.
 
     .venv/bin/python benchmarks/bench_dpo_frontier.py            # writes results/dpo_frontier.json
     .venv/bin/python benchmarks/bench_dpo_frontier.py --seeds 1  # quicker
+    .venv/bin/python benchmarks/bench_dpo_frontier.py --only ppo # rerun PPO, keep the recorded DPO rows
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from rlnotes.lm.frontier import dpo_sweep, ppo_sweep
 DPO_BETAS = [0.03, 0.1, 0.3, 1.0, 3.0]
 PPO_BETAS = [0.01, 0.03, 0.05, 0.1, 0.2, 0.5]
 GOLD_PPO_BETAS = [0.05, 0.2, 0.5]
+SHARED_CRITIC_BETAS = [0.5]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "dpo_frontier.json"))
+    ap.add_argument("--only", choices=["dpo", "ppo"], default=None,
+                    help="rerun one method's rows and keep the other's from the recorded --out file")
     args = ap.parse_args()
     torch.set_num_threads(1)
     device = torch.device("cpu")
@@ -51,20 +57,32 @@ def main():
         with torch.no_grad():
             return rm(x, y, m)
 
-    rows = []
+    rows, kept, previous = [], [], {}
+    if args.only is not None:
+        previous = json.loads(Path(args.out).read_text())
+        kept = [r for r in previous["rows"] if not r["method"].startswith(args.only.upper())]
     for seed in range(args.seeds):
-        for r in dpo_sweep(sft, train, task, DPO_BETAS, epochs=3, lr=1e-3, seed=seed, device=device):
-            rows.append(dict(r, seed=seed))
-        ppo = dict(iterations=60, batch_size=64, lr=1e-3, seed=seed, device=device)
-        for r in ppo_sweep(sft, task, proxy, PPO_BETAS, **ppo):
-            rows.append(dict(r, seed=seed))
-        for r in ppo_sweep(sft, task, task.reward, GOLD_PPO_BETAS, **ppo):
-            rows.append(dict(r, method="PPO, gold reward", seed=seed))
+        if args.only in (None, "dpo"):
+            for r in dpo_sweep(sft, train, task, DPO_BETAS, epochs=3, lr=1e-3, seed=seed, device=device):
+                rows.append(dict(r, seed=seed))
+        if args.only in (None, "ppo"):
+            ppo = dict(iterations=60, batch_size=64, lr=1e-3, seed=seed, device=device)
+            for r in ppo_sweep(sft, task, proxy, PPO_BETAS, **ppo):
+                rows.append(dict(r, seed=seed))
+            for r in ppo_sweep(sft, task, task.reward, GOLD_PPO_BETAS, **ppo):
+                rows.append(dict(r, method="PPO, gold reward", seed=seed))
+            for r in ppo_sweep(sft, task, proxy, SHARED_CRITIC_BETAS, detach_value=False, **ppo):
+                rows.append(dict(r, method="PPO, shared critic", seed=seed))
         print(f"seed {seed} done, {time.process_time() - t0:.0f} s CPU", flush=True)
-    out = dict(date=datetime.date.today().isoformat(),
-               command="python benchmarks/bench_dpo_frontier.py --seeds %d" % args.seeds,
-               machine=f"{platform.machine()}, torch {torch.__version__.split('+')[0]}, 1 thread",
-               cpu_seconds=round(time.process_time() - t0, 1), rows=rows)
+    command = "python benchmarks/bench_dpo_frontier.py --seeds %d" % args.seeds
+    machine = f"{platform.machine()}, torch {torch.__version__.split('+')[0]}, 1 thread"
+    out = dict(date=datetime.date.today().isoformat(), command=command, machine=machine,
+               cpu_seconds=round(time.process_time() - t0, 1), rows=kept + rows)
+    if args.only is not None:  # say which rows come from which run
+        other = "ppo" if args.only == "dpo" else "dpo"
+        out["command"] = f"{command} --only {args.only}"
+        out["kept"] = dict(method=other, date=previous.get("date"), command=previous.get("command"),
+                           cpu_seconds=previous.get("cpu_seconds"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     by = {}

@@ -8,7 +8,8 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
                                     expect_own_work, format_mismatch)
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
-from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
+from rlnotes.exercises.dpo import (check_cdpo_loss, check_dpo_loss,
+                                   check_entropy_regularised_optimum, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
@@ -16,8 +17,9 @@ from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_pol
 from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
 from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient,
                                    check_dual_clip_loss, check_preconditioned_cg)
-from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
-                                    check_token_gae)
+from rlnotes.exercises.rlhf import (check_completion_logprobs, check_gather_logprobs,
+                                    check_k3_rewards, check_kl_penalised_rewards,
+                                    check_token_gae, check_truncated_token_gae)
 from rlnotes.exercises.td import (check_certainty_equivalence, check_q_learning_update,
                                   check_sarsa_update, check_td0_update,
                                   check_weighted_importance_sampling)
@@ -35,15 +37,17 @@ __all__ = [
     "check_dqn_targets", "check_polyak_update",
     # Policy gradients
     "check_reward_to_go", "check_softmax_reinforce",
-    # Actor-critic and generalised advantage estimation
+    # Actor-critic and GAE
     "check_gae", "check_n_step_returns",
     # TRPO and PPO
-    "check_preconditioned_cg", "check_dual_clip_loss", "check_conjugate_gradient",
-    "check_clipped_surrogate",
+    "check_conjugate_gradient", "check_clipped_surrogate", "check_preconditioned_cg",
+    "check_dual_clip_loss",
     # Reinforcement learning from human feedback
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
+    "check_completion_logprobs", "check_k3_rewards", "check_truncated_token_gae",
     # Direct preference optimisation
-    "check_dpo_loss", "check_optimal_policy",
+    "check_dpo_loss", "check_optimal_policy", "check_cdpo_loss",
+    "check_entropy_regularised_optimum",
     # GRPO, Dr. GRPO and DAPO
     "check_group_advantages", "check_grpo_aggregate",
 ]

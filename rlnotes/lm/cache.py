@@ -1,6 +1,8 @@
 """A local cache of trained models: a trained model is a deterministic function of its
 configuration (task, sizes, steps, seed) and of the code that trains it, so it is stored under a
-hash of both and rebuilt whenever either changes. Nothing is ever downloaded.
+hash of both and rebuilt whenever either changes. Nothing is ever downloaded. The code enters
+the hash as its syntax tree without docstrings, so editing a docstring or a comment keeps the
+cached models; changing what the code does rebuilds them.
 
 The cache lives in ``$RLNOTES_CACHE`` when that is set, else in ``~/.cache/rlnotes``; deleting it
 is always safe. ``RLNOTES_CACHE=off`` disables it (every call trains).
@@ -10,16 +12,18 @@ Defined in: Reinforcement learning from human feedback, section Supervised fine-
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
 import os
 import tempfile
+import textwrap
 from pathlib import Path
 
 import torch
 
-__all__ = ["cache_dir", "cache_key", "cached"]
+__all__ = ["cache_dir", "cache_key", "cached", "code_fingerprint"]
 
 
 def cache_dir() -> Path | None:
@@ -33,14 +37,35 @@ def cache_dir() -> Path | None:
     return Path(env) if env else Path.home() / ".cache" / "rlnotes"
 
 
+def code_fingerprint(obj) -> str:
+    """The code of a function, class or module as text that ignores comments, docstrings and
+    formatting: ``ast.dump`` of its syntax tree with every docstring removed.
+
+    Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
+    """
+    try:
+        source = inspect.getsource(obj)
+    except (OSError, TypeError) as err:
+        raise ValueError(f"code must be functions, classes or modules with source, got {obj!r}") from err
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:]
+    return ast.dump(tree)  # no line numbers: moving code does not change it
+
+
 def cache_key(config: dict, *code) -> str:
-    """sha256 of the JSON of ``config`` and the source of each function or module in ``code``.
+    """sha256 of the JSON of ``config`` and the code of each function, class or module in
+    ``code`` (:func:`code_fingerprint`: comments and docstrings do not count).
 
     Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
     """
     h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for obj in code:
-        h.update(inspect.getsource(obj).encode())
+        h.update(code_fingerprint(obj).encode())
     return h.hexdigest()[:20]
 
 

@@ -19,7 +19,7 @@ import torch
 from rlnotes._validate import require_int
 
 __all__ = ["generate", "decode", "completion_logprobs", "gather_logprobs", "left_pad",
-           "completion_forward", "last_index"]
+           "completion_forward", "last_index", "inverse_cdf"]
 
 
 # --- input checks -----------------------------------------------------------------------------
@@ -102,6 +102,29 @@ def gather_logprobs(logits, tokens):
         raise ValueError(f"tokens must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
                          f"got {tuple(tokens.shape)}")
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1).to(logits.dtype)
+
+
+def inverse_cdf(probs, u):
+    """Sample by inverting the CDF: the first token whose cumulative probability exceeds
+    ``u`` times the total, so a token of probability 0 is never returned, whatever ``u``.
+
+    ======  =========  ===========================================================
+    probs   (B, V)     non-negative weights of each token (need not sum to 1)
+    u       (B, 1)     uniforms in [0, 1)
+    return  (B,) long  y with cdf[y - 1] <= u * cdf[V - 1] < cdf[y]
+    ======  =========  ===========================================================
+
+    The comparison is ``<=``: with ``<``, u = 0 would return token 0 even when its probability
+    is 0. When rounding puts ``u * total`` at or above the last cumulative sum, the last token
+    of positive probability is returned.
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
+    cdf = probs.cumsum(dim=-1)
+    tok = (cdf <= u * cdf[:, -1:]).sum(dim=-1)
+    V = probs.shape[-1]
+    last_positive = V - 1 - (probs > 0).flip(-1).long().argmax(dim=-1)
+    return torch.minimum(tok, last_positive)
 
 
 def last_index(mask):
@@ -225,8 +248,7 @@ def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, gene
         else:  # inverse-CDF sampling: the uniforms come from the (CPU or CUDA) generator
             u = torch.rand((B, 1), generator=generator,
                            device=generator.device if generator is not None else "cpu").to(device)
-            cdf = logp_all.exp().cumsum(dim=-1)
-            tok = (cdf < u * cdf[:, -1:]).sum(dim=-1).clamp(max=V - 1)
+            tok = inverse_cdf(logp_all.exp(), u)
         lp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
         out[:, t] = torch.where(alive, tok, torch.full_like(tok, eos_id if eos_id is not None else 0))
         logp[:, t] = torch.where(alive, lp, torch.zeros_like(lp))

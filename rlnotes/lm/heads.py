@@ -27,7 +27,9 @@ class PolicyWithValue(nn.Module):
     r"""A policy and its critic on one backbone: ``policy`` is the TinyGPT that ``generate``
     samples from, ``value_head`` maps its hidden state at s_t = (x, y_{<t}) to V(s_t).
 
-    ``forward(prompts, completions) -> (logp, values)``, both (B, L), in one pass.
+    ``forward(prompts, completions) -> (logp, values)``, both (B, L), in one pass. With
+    ``detach_value=True`` (what ``train_ppo`` uses by default) the value head reads the
+    backbone's features without its error training them.
 
     Defined in: Reinforcement learning from human feedback, section PPO for language models.
     """

@@ -128,7 +128,7 @@ def whiten(x, mask, shift_mean=True, eps=1e-8):
 def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, lr=1e-3,
               lam=0.95, gamma=1.0, clip_eps=0.2, vf_coef=0.5, epochs=2, minibatches=1,
               whiten_advantages=True, advantage="gae", critic_target="returns", seed=0,
-              gold_fn=None, device=None, callback=None, detach_value=False):
+              gold_fn=None, device=None, callback=None, detach_value=True):
     r"""PPO for language models: returns ``(agent, history)``; ``agent.policy`` is the tuned
     TinyGPT, ``agent.value_head`` its critic (one backbone, see :class:`PolicyWithValue`).
 
@@ -151,8 +151,15 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     seed                 sampling and minibatch order
     gold_fn              optional: another reward (the hidden gold one) logged each round
     callback             ``callback(iteration, agent, history)``; True stops training
-    detach_value         True: the critic's error does not train the shared backbone
+    detach_value         True (default): the critic reads the policy's features without
+                         training them; False: its error trains the shared backbone too
     ===================  ==================================================================
+
+    Why the critic does not train the backbone: its targets, the returns, carry the penalty
+    -beta sum_t log(pi_theta / pi_ref), so its squared error grows like beta^2 when the policy
+    drifts; through a shared backbone (and one clip of the total gradient norm) that error
+    then outweighs the policy's gradient and moves the policy further, a loop that made
+    2 of 3 runs at beta = 0.5 diverge (KL above 60 nats) when the critic shared the backbone.
 
     ``history`` holds per round: ``score`` (mean of reward_fn), ``gold`` (mean of gold_fn),
     ``kl`` (mean over completions of sum_t log pi_theta - log pi_ref, at sampling time),

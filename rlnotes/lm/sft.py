@@ -153,7 +153,9 @@ def sft_model(task, *, seed=0, device=None, **train_kwargs):
     warmup, n_layers, n_heads, width). Returns ``(model, history)`` exactly as
     ``train_sft(task, ...)`` would. The cache key is a
     hash of the task's configuration, the sizes, the training settings, the seed, the device
-    type and the source code of the modules involved, so a change to any of them retrains.
+    type and the code of the modules involved (their syntax trees without docstrings, see
+    ``rlnotes.lm.cache.code_fingerprint``), so a change to any of them retrains, while an edit
+    of a comment or a docstring does not.
 
     Defined in: Reinforcement learning from human feedback, section Supervised fine-tuning.
     """

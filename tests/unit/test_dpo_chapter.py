@@ -62,9 +62,9 @@ def test_frontier_small_sweep(lab):
     sft_gold = lab["sft_eval"]["gold"]
     assert max(gold_d) > sft_gold + 1.5 and max(gold_p) > sft_gold + 1.5
     assert abs(max(gold_d) - max(gold_p)) < 0.15
-    assert best_gold_within(kl_p, gold_p, 3.0) > best_gold_within(kl_d, gold_d, 3.0) + 0.1
     assert abs(max(gold_d) - 2.25) < 0.1 and abs(max(gold_p) - 2.25) < 0.1 and abs(sft_gold - 0.35) < 0.05
-    assert 0.7 < kl_d[int(np.argmax(gold_d))] - kl_p[int(np.argmax(gold_p))] < 1.3
+    assert abs(kl_d[int(np.argmax(gold_d))] - kl_p[int(np.argmax(gold_p))]) < 0.5
+    assert best_gold_within(kl_p, gold_p, 2.0) > best_gold_within(kl_d, gold_d, 2.0) + 0.5
 
 
 def test_averaged_logprobs_shorten_and_gain_less(lab):
@@ -100,10 +100,15 @@ def test_recorded_frontier_claims():
         groups.setdefault((row["method"], row["beta"]), []).append(row)
     table = {k: (np.mean([x["kl"] for x in v]), np.mean([x["gold"] for x in v])) for k, v in groups.items()}
     best = lambda m: max((v for k, v in table.items() if k[0] == m), key=lambda v: v[1])  # noqa: E731
-    assert abs(best("DPO")[1] - best("PPO")[1]) < 0.1 and best("PPO")[0] < best("DPO")[0] - 1
+    means = lambda m: ([v[0] for k, v in table.items() if k[0] == m], [v[1] for k, v in table.items() if k[0] == m])  # noqa: E731
+    assert abs(best("DPO")[1] - best("PPO")[1]) < 0.1 and abs(best("PPO")[0] - best("DPO")[0]) < 1
+    assert best_gold_within(*means("PPO"), 2.0) > best_gold_within(*means("DPO"), 2.0) + 0.5
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
     assert table[("PPO", 0.01)][1] < 0.35 < table[("DPO", 0.03)][1]
-    assert round(best("DPO")[1], 2) == round(best("PPO")[1], 2) == 2.21
-    assert round(best("PPO, gold reward")[1], 2) == 2.76
+    assert [round(best(m)[1], 2) for m in ("DPO", "PPO", "PPO, gold reward")] == [2.21, 2.15, 2.85]
     assert abs(table[("DPO", 0.03)][0] - table[("DPO", 0.1)][0]) < 0.1
-    assert sum(x["kl"] > 60 for x in record["rows"] if x["method"] == "PPO" and x["beta"] == 0.5) == 2
+    shared = [x["kl"] for x in record["rows"] if x["method"] == "PPO, shared critic"]
+    detached = [x["kl"] for x in record["rows"] if x["method"] == "PPO" and x["beta"] == 0.5]
+    assert sum(k > 60 for k in shared) == 2 and max(detached) < 1
+    kl_ppo = [table[k][0] for k in sorted(k for k in table if k[0] == "PPO")]
+    assert all(a > b for a, b in zip(kl_ppo, kl_ppo[1:]))

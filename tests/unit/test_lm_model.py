@@ -108,6 +108,46 @@ def test_sampling_frequencies_follow_the_model(model):
     assert float((freq - probs).abs().max()) < 0.03
 
 
+def test_inverse_cdf_never_picks_a_token_of_probability_zero():
+    from rlnotes.lm.generation import inverse_cdf
+    probs = torch.tensor([[0.0, 0.25, 0.0, 0.75, 0.0],
+                          [0.5, 0.0, 0.5, 0.0, 0.0],
+                          [0.0, 0.0, 0.0, 1.0, 0.0]])
+    # u = 0 exactly: the first token of positive probability, not token 0
+    assert inverse_cdf(probs, torch.zeros(3, 1)).tolist() == [1, 0, 3]
+    # u just below 1, and u * total rounded up to the total: the last token of positive probability
+    u = torch.full((3, 1), 1 - 2 ** -24)
+    assert inverse_cdf(probs, u).tolist() == [3, 2, 3]
+    assert inverse_cdf(probs * (1 + 2 ** -23), torch.ones(3, 1)).tolist() == [3, 2, 3]
+    # the boundaries: cdf[y - 1] <= u < cdf[y]
+    assert inverse_cdf(probs[:1].expand(4, 5), torch.tensor([[0.1], [0.25], [0.3], [0.999]])).tolist() == [1, 3, 3, 3]
+    # a large batch of uniforms follows the probabilities and never lands on a zero
+    g = torch.Generator().manual_seed(0)
+    u = torch.rand((20000, 1), generator=g)
+    tok = inverse_cdf(probs[:1].expand(20000, 5), u)
+    assert set(tok.tolist()) == {1, 3} and abs(float((tok == 1).double().mean()) - 0.25) < 0.01
+
+
+def test_generate_with_u_zero_never_samples_a_token_of_probability_zero(model, monkeypatch):
+    # At temperature 1e-3 the softmax underflows: most tokens have probability exactly 0, token 0
+    # among them. With every uniform u = 0 (torch.rand patched), inverse-CDF sampling must return
+    # the first token of positive probability (with "<" instead of "<=" it returned token 0, of
+    # log-probability -inf), and generate must still agree with completion_logprobs.
+    prompts = [[1, 3, 4], [1, 5], [1, 6, 7, 8]]
+    with torch.no_grad():
+        first = torch.softmax(model(torch.tensor([[1, 3, 4]]))[0, -1] / 1e-3, -1)
+    assert float(first[0]) == 0.0  # the case is really constructed
+    real_rand = torch.rand
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.zeros_like(real_rand(*a, **k)))
+    comp, logp, mask = generate(model, prompts, 5, temperature=1e-3,
+                                generator=torch.Generator().manual_seed(0))
+    monkeypatch.undo()
+    assert int(comp[0, 0]) == int((first > 0).long().argmax())
+    assert bool(torch.isfinite(logp).all())
+    again = completion_logprobs(model, prompts, comp, mask, temperature=1e-3)
+    assert torch.allclose(again, logp, atol=1e-3, rtol=1e-5)
+
+
 def test_completion_logprobs_is_differentiable(model):
     comp = torch.tensor([[3, 4, 2]])
     lp = completion_logprobs(model, [[1, 5]], comp, torch.ones_like(comp))

@@ -137,3 +137,47 @@ def test_sft_model_is_cached_and_deterministic(tmp_path, monkeypatch):
     for k, v in m1.state_dict().items():
         assert torch.equal(v, m2.state_dict()[k]) and torch.equal(v, m3.state_dict()[k])
     assert h1 == h2 == h3
+
+
+def _module_from(tmp_path, monkeypatch, name, text):
+    import importlib.util
+    import sys
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)  # inspect finds a class's source through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cache_key_ignores_docstrings_and_comments_not_code(tmp_path, monkeypatch):
+    from rlnotes.lm.cache import code_fingerprint
+    base = ('"""Module doc."""\n\ndef f(x):\n    """Doc of f."""\n    return x + 1  # add one\n\n\n'
+            'class C:\n    """Doc of C."""\n    def g(self):\n        """Doc of g."""\n        return 2\n')
+    docs = ('"""Another module docstring,\nover two lines."""\n\n# a comment\ndef f(x):\n'
+            '    """Rewritten doc of f."""\n    # why: a new comment\n    return x + 1\n\n\n'
+            'class C:\n    """New doc of C."""\n    def g(self):\n        return 2  # two\n')
+    code = base.replace("x + 1", "x + 2")
+    a, b, c = (_module_from(tmp_path, monkeypatch, n, t) for n, t in (("m_a", base), ("m_b", docs), ("m_c", code)))
+    cfg = {"steps": 10}
+    assert cache_key(cfg, a) == cache_key(cfg, b)          # docstrings and comments: same key
+    assert cache_key(cfg, a.f, a.C) == cache_key(cfg, b.f, b.C)
+    assert cache_key(cfg, a) != cache_key(cfg, c)          # a change of code: a new key
+    assert cache_key(cfg, a.f) != cache_key(cfg, c.f)
+    assert cache_key(cfg, a) != cache_key({"steps": 11}, a)  # and of the configuration
+    # a string that is not a docstring is code
+    d = _module_from(tmp_path, monkeypatch, "m_d", base.replace("return 2", "s = 'x'\n        return 2"))
+    assert code_fingerprint(d.C) != code_fingerprint(a.C)
+    with pytest.raises(ValueError, match="code must be"):
+        cache_key(cfg, 3)
+    with pytest.raises(ValueError, match="code must be"):
+        code_fingerprint(len)  # a builtin has no source
+
+
+def test_sft_cache_key_survives_docstring_edits():
+    # the key of the SFT models depends on the code of these modules, not on their docstrings
+    import rlnotes.lm.generation as generation
+    from rlnotes.lm.cache import code_fingerprint
+    assert "Sampling completions from a language model" not in code_fingerprint(generation)
+    assert "def decode" not in code_fingerprint(generation) and "decode" in code_fingerprint(generation)
