@@ -94,13 +94,17 @@ class Protocol:
         self.budget, self.stop_after_three = budget, stop_after_three
         self.next_eval = EVAL_EVERY
         self.evals: list[tuple[int, float]] = []
-        self.eval_time = 0.0
-        self.first = self.three = self.time_first = None
+        self.eval_time = self.eval_cpu = 0.0
+        self.first = self.three = self.time_first = self.cpu_first = None
         self.run = 0
-        self.t0 = time.perf_counter()
+        self.t0, self.cpu0 = time.perf_counter(), time.process_time()
 
     def train_time(self) -> float:
         return time.perf_counter() - self.t0 - self.eval_time
+
+    def train_cpu(self) -> float:
+        """CPU seconds of this process spent training: insensitive to other jobs' load."""
+        return time.process_time() - self.cpu0 - self.eval_cpu
 
     def __call__(self, steps: int, policy) -> bool:
         """Returns True when training may stop."""
@@ -109,16 +113,17 @@ class Protocol:
             if self.evals and self.evals[-1][0] == steps:  # one evaluation per step count
                 self.next_eval += EVAL_EVERY
                 continue
-            train_s = self.train_time()
-            t = time.perf_counter()
+            train_s, train_cpu = self.train_time(), self.train_cpu()
+            t, c = time.perf_counter(), time.process_time()
             mean = float(np.mean(self.evaluator(policy)))
             self.eval_time += time.perf_counter() - t
+            self.eval_cpu += time.process_time() - c
             self.evals.append((int(steps), mean))
             self.next_eval += EVAL_EVERY
             if mean >= THRESHOLD:
                 self.run += 1
                 if self.first is None:
-                    self.first, self.time_first = int(steps), train_s
+                    self.first, self.time_first, self.cpu_first = int(steps), train_s, train_cpu
                 if self.run == 3 and self.three is None:
                     self.three = self.evals[-3][0]
                     stop = self.stop_after_three
@@ -127,10 +132,11 @@ class Protocol:
         return stop
 
     def record(self, library: str, algo: str, seed: int, steps: int) -> dict:
-        total = self.train_time()
+        total, cpu = self.train_time(), self.train_cpu()
         self.evaluator.close()
         return dict(library=library, algo=algo, seed=seed, first=self.first, three=self.three,
-                    time_first=self.time_first, train_s=total, steps=steps,
+                    time_first=self.time_first, cpu_first=self.cpu_first, train_s=total,
+                    train_cpu=cpu, steps=steps,
                     steps_per_s=steps / total, evals=self.evals)
 
 
@@ -143,7 +149,7 @@ def run_rlnotes(algo: str, seed: int, budget: int, stop_after_three: bool, hp: d
         seen["steps"] = steps
         return protocol(steps, policy)
 
-    protocol.t0 = time.perf_counter()
+    protocol.t0, protocol.cpu0 = time.perf_counter(), time.process_time()
     module.train(ENV_ID, budget, seed=seed, callback=callback, **hp)
     return protocol.record("rlnotes", algo, seed, seen["steps"])
 
@@ -196,8 +202,8 @@ def _fmt_time(values) -> str:
 
 def table(records: list[dict]) -> str:
     lines = ["| trainer (seeds) | steps to first eval >= 475 | steps to 3 evals in a row >= 475 "
-             "| train s to first >= 475 | train steps/s |",
-             "| --- | --- | --- | --- | --- |"]
+             "| train s to first >= 475 | train CPU s to first | train steps/s |",
+             "| --- | --- | --- | --- | --- | --- |"]
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["algo"], r["library"]), []).append(r)
@@ -206,17 +212,21 @@ def table(records: list[dict]) -> str:
         lines.append(f"| {library} {algo.upper()} ({n}) | {_fmt_steps([r['first'] for r in rs], n)} "
                      f"| {_fmt_steps([r['three'] for r in rs], n)} "
                      f"| {_fmt_time([r['time_first'] for r in rs])} "
+                     f"| {_fmt_time([r.get('cpu_first') for r in rs])} "
                      f"| {np.median([r['steps_per_s'] for r in rs]):,.0f} |")
     return "\n".join(lines)
 
 
 def per_seed(records: list[dict]) -> str:
-    lines = ["| trainer | seed | first >= 475 | 3 in a row | train s to first | train s total |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| trainer | seed | first >= 475 | 3 in a row | train s to first | CPU s to first "
+             "| train s total | CPU s total |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(records, key=lambda r: (r["algo"], r["library"], r["seed"])):
         tf = "-" if r["time_first"] is None else f"{r['time_first']:.2f}"
+        cf = "-" if r.get("cpu_first") is None else f"{r['cpu_first']:.2f}"
+        ct = "-" if r.get("train_cpu") is None else f"{r['train_cpu']:.2f}"
         lines.append(f"| {r['library']} {r['algo'].upper()} | {r['seed']} | {r['first'] or '-'} "
-                     f"| {r['three'] or '-'} | {tf} | {r['train_s']:.2f} |")
+                     f"| {r['three'] or '-'} | {tf} | {cf} | {r['train_s']:.2f} | {ct} |")
     return "\n".join(lines)
 
 
@@ -293,7 +303,7 @@ def main(argv=None) -> int:
                         continue
                 records.append(rec)
                 print(f"{library:8s} {algo} seed {seed}: first {rec['first']}, three "
-                      f"{rec['three']}, time to first {rec['time_first']}, "
+                      f"{rec['three']}, time to first {rec['time_first']} (CPU {rec['cpu_first']}), "
                       f"{rec['steps_per_s']:,.0f} steps/s", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
