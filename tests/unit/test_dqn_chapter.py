@@ -75,7 +75,7 @@ def test_ablation_claims(chapter_runs):
         est[name] = np.mean([dqn.start_value_estimate(p, "CartPole-v1", 0.99, seed=s)
                              for s, (_, p) in zip(ABLATION_SEEDS, runs)], axis=0)
     assert late["full"] > late["no replay"]
-    assert est["no target"][0] > 100 * est["no target"][1]
+    assert est["no target"][0] > 5 * est["no target"][1] and est["no target"][0] > 100
     assert est["full"][0] < est["full"][1] and est["plain"][0] < est["plain"][1]
 
 
