@@ -76,6 +76,8 @@ def test_ablation_claims(chapter_runs):
                              for s, (_, p) in zip(ABLATION_SEEDS, runs)], axis=0)
     assert late["full"] > late["no replay"]
     assert est["no target"][0] > 5 * est["no target"][1] and est["no target"][0] > 100
+    assert late["no target"] < 0.5 * late["full"]
+    assert abs(sum(0.99 ** np.arange(500)) - 99.34) < 0.01
     assert est["full"][0] < est["full"][1] and est["plain"][0] < est["plain"][1]
 
 
