@@ -186,10 +186,14 @@ def available_algos() -> list[str]:
 
 
 def _fmt_steps(values, n) -> str:
+    """Median over all seeds, a seed that never got there counting as beyond the budget
+    (censored), then [min, max] over the seeds that did."""
     got = [v for v in values if v is not None]
     if not got:
         return f"never within budget (0 of {n})"
-    text = f"{np.median(got):,.0f} [{min(got):,}, {max(got):,}]"
+    median = np.median([np.inf if v is None else v for v in values])
+    text = "never" if np.isinf(median) else f"{median:,.0f}"
+    text += f" [{min(got):,}, {max(got):,}]"
     return text if len(got) == n else f"{text}; {n - len(got)} of {n} seeds never"
 
 
