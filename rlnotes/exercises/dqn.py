@@ -92,17 +92,24 @@ def check_polyak_update(my_polyak_update):
     shapes = [(4, 3), (3,), (2, 4)]
     for tau in (0.005, 0.3, 1.0):
         target = [torch.randn(s, generator=g) for s in shapes]
-        online = [torch.randn(s, generator=g) for s in shapes]
+        # online weights require gradients, as a network's parameters do
+        online = [torch.randn(s, generator=g).requires_grad_(True) for s in shapes]
+        originals = list(target)  # the tensors a network holds: replacing list items is no update
         before = [t.clone() for t in target]
-        online_copy = [p.clone() for p in online]
+        online_copy = [p.detach().clone() for p in online]
         my_polyak_update(target, online, tau)
-        for t, p, p0 in zip(target, online, online_copy):
-            if not torch.equal(p, p0):
+        for p, p0 in zip(online, online_copy):
+            if not torch.equal(p.detach(), p0):
                 raise ExerciseFailed("The online parameters changed.",
                                      "Only the target network moves; leave params as they are.")
-        for i, (t, t0, p) in enumerate(zip(target, before, online)):
+        for i, (t, t0, p) in enumerate(zip(originals, before, online)):
+            if t.requires_grad:
+                raise ExerciseFailed(
+                    f"target_params[{i}] now records gradients through the online weights.",
+                    "Do the update inside torch.no_grad(), or every update extends an "
+                    "autograd graph through all past online weights.")
             got = _numpy(t, f"target_params[{i}]", tuple(t0.shape))
-            expected = ((1 - tau) * t0 + tau * p).numpy()
+            expected = ((1 - tau) * t0 + tau * p.detach()).numpy()
             if np.allclose(got, expected, atol=1e-6):
                 continue
             if np.allclose(got, t0.numpy()):
@@ -110,11 +117,11 @@ def check_polyak_update(my_polyak_update):
                     f"target_params[{i}] did not change (tau = {tau}).",
                     "Update the tensors in place (t.mul_(...).add_(...) or t.copy_(...) "
                     "inside torch.no_grad()); rebinding a loop variable changes nothing.")
-            if np.allclose(got, (tau * t0 + (1 - tau) * p).numpy(), atol=1e-6):
+            if np.allclose(got, (tau * t0 + (1 - tau) * p.detach()).numpy(), atol=1e-6):
                 raise ExerciseFailed(f"target_params[{i}] moved by 1 - tau instead of tau.",
                                      "tau is the weight of the online parameters: "
                                      "(1 - tau) * target + tau * online.")
-            if np.allclose(got, p.numpy(), atol=1e-6):
+            if np.allclose(got, p.detach().numpy(), atol=1e-6):
                 raise ExerciseFailed(f"target_params[{i}] became a copy of params (tau = {tau}).",
                                      "That is the hard update; Polyak averaging moves only a "
                                      "fraction tau of the way.")

@@ -71,10 +71,12 @@ def test_polyak_correct_passes(capsys):
 
 
 def test_polyak_typical_mistakes():
+    @torch.no_grad()
     def swapped(target_params, params, tau):
         for t, p in zip(target_params, params):
             t.copy_(tau * t + (1 - tau) * p)
 
+    @torch.no_grad()
     def hard(target_params, params, tau):
         for t, p in zip(target_params, params):
             t.copy_(p)
@@ -83,6 +85,16 @@ def test_polyak_typical_mistakes():
         for t, p in zip(target_params, params):
             t = (1 - tau) * t + tau * p  # noqa: F841  (changes nothing)
 
+    @torch.no_grad()
+    def replaces_list_items(target_params, params, tau):  # the network keeps its old tensors
+        for i, (t, p) in enumerate(zip(target_params, params)):
+            target_params[i] = (1 - tau) * t + tau * p
+
+    def forgets_no_grad(target_params, params, tau):  # right numbers, but an autograd graph
+        for t, p in zip(target_params, params):
+            t.mul_(1 - tau).add_(tau * p)
+
+    @torch.no_grad()
     def moves_online(target_params, params, tau):
         for t, p in zip(target_params, params):
             t.mul_(1 - tau).add_(tau * p)
@@ -91,6 +103,8 @@ def test_polyak_typical_mistakes():
     fails_with(check_polyak_update, swapped, "weight of the online")
     fails_with(check_polyak_update, hard, "hard update")
     fails_with(check_polyak_update, rebinds, "in place")
+    fails_with(check_polyak_update, replaces_list_items, "in place")
+    fails_with(check_polyak_update, forgets_no_grad, "no_grad")
     fails_with(check_polyak_update, moves_online, "Only the target")
     with pytest.raises(ExerciseFailed, match="rlnotes' own"):
         check_polyak_update.raw(lambda t, p, tau: dqn.polyak_update(t, p, tau))
