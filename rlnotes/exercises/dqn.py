@@ -5,6 +5,8 @@ on random minibatches and recognises the usual mistakes (no done mask, plain DQN
 target network choosing the action, the online network valuing it, no discount).
 ``check_polyak_update`` compares the reader's target-network update with
 ``rlnotes.dqn.polyak_update`` and recognises swapped weights and a hard copy.
+``check_target_update`` checks a target update of whole networks: parameters averaged, buffers
+(the input standardisation) copied.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from rlnotes import dqn
 from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
 
-__all__ = ["check_dqn_targets", "check_polyak_update"]
+__all__ = ["check_dqn_targets", "check_polyak_update", "check_target_update"]
 
 
 def _numpy(x, what: str, shape) -> np.ndarray:
@@ -127,3 +129,72 @@ def check_polyak_update(my_polyak_update):
                                      "fraction tau of the way.")
             raise ExerciseFailed(f"target_params[{i}] is off for tau = {tau}.",
                                  "theta_target <- (1 - tau) theta_target + tau theta.")
+
+
+def _q_pair(seed: int):
+    """An online Q-network with fitted input standardisation and a target copy that has drifted
+    from it, both as rlnotes.dqn.train builds them (Standardize then mlp)."""
+    from rlnotes.deeprl import Standardize, mlp
+    g = torch.Generator().manual_seed(seed)
+    nets = []
+    with torch.random.fork_rng(devices=[]):  # leaves the reader's global random state alone
+        for k in range(2):
+            torch.manual_seed(seed + k)
+            net = torch.nn.Sequential(Standardize(4), mlp([4, 8, 2]))
+            net[0].fit(torch.randn(32, 4, generator=g) * (1 + k))
+            nets.append(net)
+    online, target = nets
+    return target.requires_grad_(False), online
+
+
+@check
+def check_target_update(my_target_update):
+    """``my_target_update(target_net, online_net, tau)`` updates a target *network* in place:
+    every parameter moves a fraction tau toward the online one (Polyak averaging), and every
+    buffer (such as the input standardisation's ``mean`` and ``std``) becomes a copy of the
+    online network's, since an average of two standardisations is neither."""
+    for seed, tau in ((0, 0.01), (1, 0.3), (2, 1.0)):
+        target, online = _q_pair(seed)
+        t_params = {n: p.detach().clone() for n, p in target.named_parameters()}
+        t_buffers = {n: b.clone() for n, b in target.named_buffers()}
+        o_state = {n: v.detach().clone() for n, v in online.state_dict().items()}
+        my_target_update(target, online, tau)
+        for n, v in online.state_dict().items():
+            if not torch.equal(v.detach(), o_state[n]):
+                raise ExerciseFailed(f"The online network's {n} changed.",
+                                     "Only the target network moves; leave online_net as it is.")
+        for n, p in target.named_parameters():
+            if p.requires_grad or p.grad_fn is not None:
+                raise ExerciseFailed(f"The target's {n} now records gradients.",
+                                     "Do the update inside torch.no_grad() and in place "
+                                     "(p.mul_(...).add_(...) or p.lerp_(...)).")
+            got, t0, o = p.detach(), t_params[n], o_state[n]
+            expected = (1 - tau) * t0 + tau * o
+            if torch.allclose(got, expected, atol=1e-6):
+                continue
+            if torch.allclose(got, t0) and tau > 0:
+                raise ExerciseFailed(f"The target's parameter {n} did not change (tau = {tau}).",
+                                     "Update target_net.parameters() in place; rebinding a name "
+                                     "changes nothing.")
+            if torch.allclose(got, tau * t0 + (1 - tau) * o, atol=1e-6):
+                raise ExerciseFailed(f"The target's parameter {n} moved by 1 - tau instead of tau.",
+                                     "tau is the weight of the online parameters.")
+            if torch.allclose(got, o, atol=1e-6):
+                raise ExerciseFailed(f"The target's parameter {n} became a copy (tau = {tau}).",
+                                     "Parameters are averaged: (1 - tau) * target + tau * online.")
+            raise ExerciseFailed(f"The target's parameter {n} is off for tau = {tau}.",
+                                 "theta_target <- (1 - tau) theta_target + tau theta.")
+        for n, b in target.named_buffers():
+            got, b0, o = b, t_buffers[n], o_state[n]
+            if torch.equal(got, o):
+                continue
+            if torch.equal(got, b0):
+                raise ExerciseFailed(f"The target's buffer {n} did not change.",
+                                     "Buffers are not parameters: copy them too "
+                                     "(target_net.buffers(), b.copy_(...)).")
+            if torch.allclose(got, (1 - tau) * b0 + tau * o, atol=1e-6):
+                raise ExerciseFailed(f"The target's buffer {n} was averaged.",
+                                     "Copy buffers such as the standardisation's mean and std: "
+                                     "an average of two standardisations is neither.")
+            raise ExerciseFailed(f"The target's buffer {n} is not the online network's.",
+                                 "Copy every buffer from online_net.")

@@ -108,3 +108,46 @@ def test_polyak_typical_mistakes():
     fails_with(check_polyak_update, moves_online, "Only the target")
     with pytest.raises(ExerciseFailed, match="rlnotes' own"):
         check_polyak_update.raw(lambda t, p, tau: dqn.polyak_update(t, p, tau))
+
+
+# ---- target update of whole networks (parameters averaged, buffers copied) -----------------
+def target_update_ok(target_net, online_net, tau):
+    with torch.no_grad():
+        for t, p in zip(target_net.parameters(), online_net.parameters()):
+            t.lerp_(p, tau)
+        for t, b in zip(target_net.buffers(), online_net.buffers()):
+            t.copy_(b)
+
+
+def test_target_update_correct_passes(capsys):
+    from rlnotes.exercises.dqn import check_target_update
+    assert check_target_update(target_update_ok) is None
+    assert "PASSED check_target_update" in capsys.readouterr().out
+
+
+def test_target_update_typical_mistakes():
+    from rlnotes.exercises.dqn import check_target_update
+
+    def parameters_only(target_net, online_net, tau):  # rlnotes.dqn.polyak_update on parameters
+        dqn.polyak_update(list(target_net.parameters()), list(online_net.parameters()), tau)
+
+    @torch.no_grad()
+    def averages_buffers(target_net, online_net, tau):
+        for t, p in zip(target_net.state_dict().values(), online_net.state_dict().values()):
+            t.lerp_(p, tau)
+
+    def forgets_no_grad(target_net, online_net, tau):
+        for t, p in zip(target_net.parameters(), online_net.parameters()):
+            t.requires_grad_(True)
+            t.data = ((1 - tau) * t + tau * p)
+        for t, b in zip(target_net.buffers(), online_net.buffers()):
+            t.copy_(b)
+
+    @torch.no_grad()
+    def hard_copy(target_net, online_net, tau):
+        target_net.load_state_dict(online_net.state_dict())
+
+    fails_with(check_target_update, parameters_only, "copy them too")
+    fails_with(check_target_update, averages_buffers, "an average of two")
+    fails_with(check_target_update, forgets_no_grad, "no_grad")
+    fails_with(check_target_update, hard_copy, "Parameters are averaged")
