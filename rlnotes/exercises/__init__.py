@@ -9,7 +9,8 @@ from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect
                                     expect_own_work, format_mismatch)
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
 from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
-from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update, check_target_update)
+from rlnotes.exercises.dqn import (check_dqn_targets, check_n_step_dqn_targets,
+                                   check_polyak_update, check_target_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
@@ -31,7 +32,8 @@ __all__ = [
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
     "check_certainty_equivalence", "check_weighted_importance_sampling",
     # Deep Q-networks
-    "check_dqn_targets", "check_polyak_update", "check_target_update",
+    "check_dqn_targets", "check_n_step_dqn_targets", "check_polyak_update",
+    "check_target_update",
     # Policy gradients
     "check_reward_to_go", "check_softmax_reinforce",
     # Actor-critic and generalised advantage estimation

@@ -5,6 +5,7 @@ on random minibatches and recognises the usual mistakes (no done mask, plain DQN
 target network choosing the action, the online network valuing it, no discount).
 ``check_polyak_update`` compares the reader's target-network update with
 ``rlnotes.dqn.polyak_update`` and recognises swapped weights and a hard copy.
+``check_n_step_dqn_targets`` checks n-step double-DQN targets over a window of rewards.
 ``check_target_update`` checks a target update of whole networks: parameters averaged, buffers
 (the input standardisation) copied.
 """
@@ -17,7 +18,8 @@ import torch
 from rlnotes import dqn
 from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
 
-__all__ = ["check_dqn_targets", "check_polyak_update", "check_target_update"]
+__all__ = ["check_dqn_targets", "check_n_step_dqn_targets", "check_polyak_update",
+           "check_target_update"]
 
 
 def _numpy(x, what: str, shape) -> np.ndarray:
@@ -198,3 +200,73 @@ def check_target_update(my_target_update):
                                      "an average of two standardisations is neither.")
             raise ExerciseFailed(f"The target's buffer {n} is not the online network's.",
                                  "Copy every buffer from online_net.")
+
+
+def _n_step_reference(rewards, terminated, next_q_online, next_q_target, gamma):
+    """n-step double-DQN targets: sum_k gamma^k r_k over the steps before a termination, plus
+    gamma^n Q_target(s_n, argmax_a Q_online(s_n, a)) when no step of the window terminated."""
+    B, n = rewards.shape
+    alive = torch.cumprod(torch.cat([torch.ones(B, 1, dtype=rewards.dtype),
+                                     1.0 - terminated[:, :-1]], dim=1), dim=1)  # before step k
+    discounts = gamma ** torch.arange(n, dtype=rewards.dtype)
+    ret = (alive * discounts * rewards).sum(dim=1)
+    a_star = next_q_online.argmax(dim=1, keepdim=True)
+    bootstrap = next_q_target.gather(1, a_star).squeeze(1)
+    survived = alive[:, -1] * (1.0 - terminated[:, -1])
+    return ret + gamma**n * survived * bootstrap
+
+
+def _n_step_batch(seed: int, n: int, B: int = 64, A: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    r = torch.randn(B, n, generator=g, dtype=torch.float64)
+    term = (torch.rand(B, n, generator=g) < 0.15).to(torch.float64)
+    first = torch.cumsum(term, dim=1)
+    term = term * (first == 1) * (torch.cumsum(term * (first == 1), dim=1) == 1)  # <= one end
+    r = r * torch.cat([torch.ones(B, 1, dtype=r.dtype), 1 - torch.cumsum(term, 1)[:, :-1]], 1)
+    q_online = torch.randn(B, A, generator=g, dtype=torch.float64) * 3
+    q_target = torch.randn(B, A, generator=g, dtype=torch.float64) * 3
+    gamma = 0.5 + 0.45 * float(torch.rand(1, generator=g))
+    return r, term, q_online, q_target, gamma
+
+
+N_STEP_HINTS = [
+    ("The bootstrap term must be discounted by gamma ** n, the number of rewards summed.",
+     lambda r, d, qo, qt, g: _n_step_reference(r, d, qo, qt, g) + (g - g ** r.shape[1]) * (
+         (1 - d).prod(1) * qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1))),
+    ("A window in which the episode terminated must not bootstrap: multiply the bootstrap by "
+     "the product of (1 - terminated) over the window.",
+     lambda r, d, qo, qt, g: _n_step_reference(r, d, qo, qt, g) + g ** r.shape[1] * (
+         1 - (1 - d).prod(1)) * qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1)),
+    ("That bootstraps with plain DQN's max_a Q_target(s_n, a): the online network chooses a*.",
+     lambda r, d, qo, qt, g: _n_step_reference(r, d, qo, qt, g) + g ** r.shape[1] * (
+         1 - d).prod(1) * (qt.max(1).values - qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1))),
+    ("The rewards are discounted: the k-th reward of the window (from 0) carries gamma ** k.",
+     lambda r, d, qo, qt, g: _n_step_reference(r, d, qo, qt, g) + (
+         (r * (1 - (g ** torch.arange(r.shape[1], dtype=r.dtype)))).sum(1))),
+]
+
+
+@check
+def check_n_step_dqn_targets(my_n_step_targets):
+    """``my_n_step_targets(rewards, terminated, next_q_online, next_q_target, gamma)`` returns
+    the (B,) n-step double-DQN targets for torch tensors rewards (B, n), terminated (B, n) (1 at
+    the step whose next state is terminal; the rewards after it are 0), next_q_online and
+    next_q_target (B, A), the values of the state n steps ahead, and a float gamma."""
+    expect_own_work(my_n_step_targets, dqn.td_targets)
+    for seed, n in ((0, 1), (1, 3), (2, 5)):
+        r, d, qo, qt, gamma = _n_step_batch(seed, n)
+        got = _numpy(my_n_step_targets(r.clone(), d.clone(), qo.clone(), qt.clone(), gamma),
+                     "my_n_step_targets' result", (r.shape[0],))
+        expected = _n_step_reference(r, d, qo, qt, gamma).numpy()
+        if n == 1:  # with one step it is the one-step target of rlnotes.dqn.td_targets
+            assert np.allclose(expected, dqn.td_targets(r[:, 0], qo, qt, d[:, 0], gamma).numpy())
+        if np.allclose(got, expected, atol=1e-6):
+            continue
+        for hint, wrong in N_STEP_HINTS:
+            if np.allclose(got, wrong(r, d, qo, qt, gamma).numpy(), atol=1e-6):
+                raise ExerciseFailed(f"The {n}-step targets differ.", hint)
+        worst = int(np.argmax(np.abs(got - expected)))
+        raise ExerciseFailed(
+            f"With n = {n}, target {worst} is {got[worst]:.4g}, expected {expected[worst]:.4g}.",
+            "y = sum_k gamma^k r_k (up to a termination) + gamma^n Q_target(s_n, a*) if the "
+            "window did not terminate, a* = argmax_a Q_online(s_n, a).")

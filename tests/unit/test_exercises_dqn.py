@@ -151,3 +151,50 @@ def test_target_update_typical_mistakes():
     fails_with(check_target_update, averages_buffers, "an average of two")
     fails_with(check_target_update, forgets_no_grad, "no_grad")
     fails_with(check_target_update, hard_copy, "Parameters are averaged")
+
+
+# ---- n-step double-DQN targets ------------------------------------------------------------
+def n_step_ok(rewards, terminated, next_q_online, next_q_target, gamma):
+    B, n = rewards.shape
+    y, alive = torch.zeros(B, dtype=rewards.dtype), torch.ones(B, dtype=rewards.dtype)
+    for k in range(n):
+        y = y + alive * gamma**k * rewards[:, k]
+        alive = alive * (1 - terminated[:, k])
+    a_star = next_q_online.argmax(1, keepdim=True)
+    return y + alive * gamma**n * next_q_target.gather(1, a_star).squeeze(1)
+
+
+def test_n_step_targets_correct_passes(capsys):
+    from rlnotes.exercises.dqn import check_n_step_dqn_targets
+    assert check_n_step_dqn_targets(n_step_ok) is None
+    assert "PASSED check_n_step_dqn_targets" in capsys.readouterr().out
+
+
+def test_n_step_targets_typical_mistakes():
+    from rlnotes.exercises.dqn import check_n_step_dqn_targets
+
+    def boot(qo, qt):
+        return qt.gather(1, qo.argmax(1, keepdim=True)).squeeze(1)
+
+    def one_gamma(r, d, qo, qt, g):  # bootstrap discounted by gamma, not gamma ** n
+        y = n_step_ok(r, d, qo, qt, g)
+        return y + (g - g ** r.shape[1]) * (1 - d).prod(1) * boot(qo, qt)
+
+    def no_mask(r, d, qo, qt, g):
+        y = n_step_ok(r, d, qo, qt, g)
+        return y + g ** r.shape[1] * (1 - (1 - d).prod(1)) * boot(qo, qt)
+
+    def plain(r, d, qo, qt, g):
+        y = n_step_ok(r, d, qo, qt, g)
+        return y + g ** r.shape[1] * (1 - d).prod(1) * (qt.max(1).values - boot(qo, qt))
+
+    def undiscounted(r, d, qo, qt, g):
+        y = n_step_ok(r, d, qo, qt, g)
+        return y + (r * (1 - g ** torch.arange(r.shape[1], dtype=r.dtype))).sum(1)
+
+    fails_with(check_n_step_dqn_targets, one_gamma, "gamma ** n")
+    fails_with(check_n_step_dqn_targets, no_mask, "must not bootstrap")
+    fails_with(check_n_step_dqn_targets, plain, "online network chooses")
+    fails_with(check_n_step_dqn_targets, undiscounted, "carries gamma ** k")
+    with pytest.raises(ExerciseFailed, match="rlnotes' own"):
+        check_n_step_dqn_targets.raw(lambda r, d, qo, qt, g: dqn.td_targets(r[:, 0], qo, qt, d[:, 0], g))
