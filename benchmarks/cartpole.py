@@ -136,11 +136,11 @@ class Protocol:
         return stop
 
     def record(self, library: str, algo: str, seed: int, steps: int) -> dict:
-        total = self.train_time()
+        total, cpu = self.train_time(), self.train_cpu()
         self.evaluator.close()
         return dict(library=library, algo=algo, seed=seed, first=self.first, three=self.three,
                     time_first=self.time_first, cpu_first=self.cpu_first, train_s=total,
-                    train_cpu=self.train_cpu(), steps=steps,
+                    train_cpu=cpu, steps=steps,
                     steps_per_s=steps / total, evals=self.evals)
 
 
@@ -190,10 +190,14 @@ def available_algos() -> list[str]:
 
 
 def _fmt_steps(values, n) -> str:
+    """Median over all seeds, a seed that never got there counting as beyond the budget
+    (censored), then [min, max] over the seeds that did."""
     got = [v for v in values if v is not None]
     if not got:
         return f"never within budget (0 of {n})"
-    text = f"{np.median(got):,.0f} [{min(got):,}, {max(got):,}]"
+    median = np.median([np.inf if v is None else v for v in values])
+    text = "never" if np.isinf(median) else f"{median:,.0f}"
+    text += f" [{min(got):,}, {max(got):,}]"
     return text if len(got) == n else f"{text}; {n - len(got)} of {n} seeds never"
 
 
@@ -222,14 +226,15 @@ def table(records: list[dict]) -> str:
 
 
 def per_seed(records: list[dict]) -> str:
-    lines = ["| trainer | seed | first >= 475 | 3 in a row | train s to first "
-             "| train CPU s to first | train s total |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| trainer | seed | first >= 475 | 3 in a row | train s to first | CPU s to first "
+             "| train s total | CPU s total |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(records, key=lambda r: (r["algo"], r["library"], r["seed"])):
         tf = "-" if r["time_first"] is None else f"{r['time_first']:.2f}"
         cf = "-" if r.get("cpu_first") is None else f"{r['cpu_first']:.2f}"
+        ct = "-" if r.get("train_cpu") is None else f"{r['train_cpu']:.2f}"
         lines.append(f"| {r['library']} {r['algo'].upper()} | {r['seed']} | {r['first'] or '-'} "
-                     f"| {r['three'] or '-'} | {tf} | {cf} | {r['train_s']:.2f} |")
+                     f"| {r['three'] or '-'} | {tf} | {cf} | {r['train_s']:.2f} | {ct} |")
     return "\n".join(lines)
 
 
@@ -306,7 +311,7 @@ def main(argv=None) -> int:
                         continue
                 records.append(rec)
                 print(f"{library:8s} {algo} seed {seed}: first {rec['first']}, three "
-                      f"{rec['three']}, time to first {rec['time_first']}, "
+                      f"{rec['three']}, time to first {rec['time_first']} (CPU {rec['cpu_first']}), "
                       f"{rec['steps_per_s']:,.0f} steps/s", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -192,27 +192,27 @@ def _choose_device(device):
 
 
 def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
-          num_envs: int = 4,
-          hidden_sizes=(128, 128),
-          learning_rate: float = 1e-3,
+          num_envs: int = 8,
+          hidden_sizes=(64, 64),
+          learning_rate: float = 2e-3,
           lr_final_fraction: float = 0.0,
           buffer_size: int = 50_000,
-          batch_size: int = 128,
-          learning_starts: int = 1_000,
+          batch_size: int = 256,
+          learning_starts: int = 2_000,
           gamma: float = 0.99,
-          train_freq: int = 16,
-          gradient_steps: int = 16,
+          train_freq: int = 8,
+          gradient_steps: int = 32,
           double: bool = True,
-          loss: str = "huber",
+          loss: str = "mse",
           tau: float = 0.01,
           target_update_interval: int = 1,
           epsilon_start: float = 1.0,
-          epsilon_end: float = 0.04,
-          exploration_steps: int = 8_000,
+          epsilon_end: float = 0.01,
+          exploration_steps: int = 16_000,
           epsilon_kind: str = "linear",
-          max_grad_norm: float | None = 10.0,
+          max_grad_norm: float | None = None,
           standardize_obs: bool = True,
-          obs_clip: float | None = 5.0,
+          obs_clip: float | None = 10.0,
           num_threads: int = 1,
           device=None,
           progress: bool = False) -> QPolicy:
@@ -240,7 +240,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - standardize_obs: standardise inputs with the mean and std of the first learning_starts
       steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
-    - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping)
+    - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping; a random
+      policy's cart position has std ~0.07, so a clip of 5 would hide positions beyond ~0.37)
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar

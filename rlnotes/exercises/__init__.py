@@ -10,7 +10,8 @@ from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
 from rlnotes.exercises.dpo import (check_cdpo_loss, check_dpo_loss,
                                    check_entropy_regularised_optimum, check_optimal_policy)
-from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
+from rlnotes.exercises.dqn import (check_dqn_targets, check_n_step_dqn_targets,
+                                   check_polyak_update, check_target_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
@@ -34,7 +35,7 @@ __all__ = [
     "check_td0_update", "check_sarsa_update", "check_q_learning_update",
     "check_certainty_equivalence", "check_weighted_importance_sampling",
     # Deep Q-networks
-    "check_dqn_targets", "check_polyak_update",
+    "check_dqn_targets", "check_polyak_update", "check_target_update", "check_n_step_dqn_targets",
     # Policy gradients
     "check_reward_to_go", "check_softmax_reinforce",
     # Actor-critic and GAE

@@ -71,3 +71,9 @@ def test_maximization_bias_is_reproducible():
 def test_maximization_bias_rejects_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         maximization_bias_experiment(**kwargs)
+
+
+def test_baird_target_sync_20_diverges_with_a_ten_times_smaller_step():
+    # the DQN chapter's exercise on how long the copy must be held: alpha 0.01, copies every 20
+    w = baird_expected_td(5_000, alpha=0.01, target_sync=20)
+    assert np.sqrt(((w[-1] @ baird_features().T) ** 2).mean()) > 1e4
