@@ -229,7 +229,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
                                         that sampled the group); None means on-policy
                                         (``logp.detach()``)
     ref_logp     (B, T) or None         ``log pi_ref``; may be None when ``beta == 0``
-    advantages   (B,)                   ``A_i`` of each completion (:func:`group_advantages`)
+    advantages   (B,) or (B, T)         ``A_i`` of each completion (:func:`group_advantages`),
+                                        or ``A_{i,t}`` of each token (:func:`process_advantages`)
     mask         (B, T) 0/1 or bool     1 on completion tokens, 0 on padding
     eps_low      float in [0, 1)        lower clip: ratio >= 1 - eps_low
     eps_high     float >= 0 or None     upper clip: ratio <= 1 + eps_high; None = eps_low
@@ -256,9 +257,10 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     mask = check_mask(mask, logp)
     old_logp = logp.detach() if old_logp is None else check_like(old_logp, "old_logp", logp, "logp")
     require_float_tensor(advantages, "advantages")
-    if tuple(advantages.shape) != (B,):
+    if tuple(advantages.shape) not in ((B,), (B, T)):
         raise ValueError(
-            f"advantages must have shape ({B},) (one per row of logp), got {tuple(advantages.shape)}"
+            f"advantages must have shape ({B},) (one per row of logp) or ({B}, {T}) (one per "
+            f"token, process supervision), got {tuple(advantages.shape)}"
         )
     if advantages.device != logp.device:
         raise ValueError(f"advantages must be on logp's device {logp.device}, got {advantages.device}")
@@ -277,6 +279,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
         check_like(ref_logp, "ref_logp", logp, "logp")
     require_finite_where(logp, "logp", mask)
     require_finite_where(old_logp, "old_logp", mask)
+    if adv.ndim == 2:  # per-token advantages: padding may hold anything
+        adv = torch.where(mask, adv, torch.zeros_like(adv))
     if not bool(torch.isfinite(adv).all()):
         raise ValueError("advantages must contain only finite values")
     tokens_per_row = mask.sum(dim=1)
@@ -289,7 +293,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     if loss_type in ("dapo", "bnpo") and not bool(mask.any()):
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 
-    adv_tokens = adv[:, None].expand(B, T)
+    adv_tokens = adv if adv.ndim == 2 else adv[:, None].expand(B, T)
     per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
     if beta > 0:
         require_finite_where(ref_logp, "ref_logp", mask)
@@ -518,7 +522,8 @@ def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, bat
 def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
-               grad_clip=1.0, eval_every=10, eval_split="test", seed=0, callback=None):
+               grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test", seed=0,
+               callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -551,6 +556,9 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                       completion length (EOS included) to the reward
     temperature       sampling temperature (the ratio and KL use the same logits / tau)
     grad_clip         gradient norm clip (None: none)
+    supervision       "outcome": one advantage per completion (:func:`group_advantages`);
+                      "process": one per token from the task's ``step_rewards``
+                      (:func:`process_advantages`; ``scale`` is then not used)
     eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
     eval_split        the split it is measured on
     seed              sampling of prompts and completions
@@ -580,6 +588,10 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     require_choice(loss_type, "loss_type", LOSS_TYPES)
     require_choice(scale, "scale", SCALES)
+    supervision = require_choice(supervision, "supervision", ("outcome", "process"))
+    if supervision == "process" and not hasattr(task, "step_rewards"):
+        raise ValueError("task must have step_rewards(prompts, completions, mask) with "
+                         "supervision='process'")
     temperature = require_in_range(temperature, "temperature", 0.0, float("inf"), low_open=True)
     if overlong is not None:
         if not isinstance(overlong, (tuple, list)) or len(overlong) != 2:
@@ -640,7 +652,12 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             uniq_b = [uniq[i] for i in groups.tolist()]
             comp_b, mask_b = comp[rows].to(device), mask[rows].to(device)
             old_b = old_logp[rows.to(old_logp.device)].to(device)
-            adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
+            if supervision == "process":  # per-token advantages from per-step rewards
+                step_r, step_end = task.step_rewards([prompts[i] for i in rows.tolist()], comp[rows],
+                                                     mask[rows])
+                adv = process_advantages(step_r.to(device), step_end.to(device), mask_b, group_size)
+            else:
+                adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
             t1, c1 = time.perf_counter(), time.process_time()
             with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
                 ref_logp, _ = group_forward(ref, uniq_b, comp_b, group_size, temperature=temperature)
