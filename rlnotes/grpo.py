@@ -92,7 +92,7 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-4):
     ``group_size >= 2`` and ``scale="batch"`` at least two rewards; both raise ``ValueError``
     otherwise. ``scale="none"`` accepts ``group_size = 1`` (the advantage is then 0).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
+    Defined in: GRPO, section From PPO to GRPO.
     """
     scale = require_choice(scale, "scale", SCALES)
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
@@ -135,7 +135,7 @@ def dynamic_sampling_mask(rewards, group_size):
     Equality is exact (floating-point ``==``); with ``group_size = 1`` every group is all-equal
     and nothing is kept.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section DAPO.
+    Defined in: Dr. GRPO, DAPO and process supervision, section DAPO.
     """
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=False)
     keep = grouped.amax(dim=1) != grouped.amin(dim=1)
@@ -167,7 +167,7 @@ def overlong_penalty(lengths, max_len, cache_len):
                                   is floating, else torch's default dtype)
     ==========  ================  ===================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section DAPO.
+    Defined in: Dr. GRPO, DAPO and process supervision, section DAPO.
     """
     require_tensor(lengths, "lengths")
     if lengths.dtype == torch.bool or lengths.dtype.is_complex:
@@ -249,7 +249,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     ``"dr_grpo"`` accepts an all-zero mask (loss 0). With ``beta == 0`` the KL term is skipped
     entirely (ref_logp is not read).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section The GRPO loss and its variants.
+    Defined in: GRPO, section The GRPO loss and its variants.
     """
     logp = check_logp(logp)
     require_ndim(logp, "logp", 2)
@@ -324,7 +324,7 @@ def rloo_advantages(rewards, group_size):
     returns     (B*G,)       A_i, in rewards' dtype (float)
     ==========  ===========  ====================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
+    Defined in: GRPO, section From PPO to GRPO.
     """
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
     if group_size < 2:
@@ -351,7 +351,7 @@ def process_advantages(step_rewards, step_ends, mask, group_size, eps=1e-4):
     returns       (N, T)             A_{i,t}, 0 where mask is 0
     ============  =================  ===================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Outcome and process supervision.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
     require_float_tensor(step_rewards, "step_rewards")
     require_ndim(step_rewards, "step_rewards", 2)
@@ -407,7 +407,7 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
                   hidden (B*G, L, W)  final hidden state at the position predicting y_t
     ============  ================  ======================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import gather_logprobs, left_pad
 
@@ -480,7 +480,7 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
     length of correct and of incorrect completions (NaN when there are none) and the fraction
     of groups whose rewards are all equal.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     keep = dynamic_sampling_mask(rewards, group_size)
     lengths = lengths.to(torch.float64)
@@ -503,7 +503,7 @@ def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, bat
     sample, :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`.
     This is what GRPO maximises; greedy decoding (``rlnotes.lm.sft.accuracy``) reports the mode.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
 
@@ -572,7 +572,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
     from rlnotes.lm.sft import accuracy, freeze, single_thread

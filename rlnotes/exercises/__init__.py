@@ -42,6 +42,6 @@ __all__ = [
     "check_gather_logprobs", "check_kl_penalised_rewards", "check_token_gae",
     # Direct preference optimisation
     "check_dpo_loss", "check_optimal_policy",
-    # GRPO, Dr. GRPO and DAPO
+    # GRPO
     "check_group_advantages", "check_grpo_aggregate",
 ]

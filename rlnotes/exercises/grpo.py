@@ -1,4 +1,4 @@
-"""Checks of the exercises of the chapter "GRPO, Dr. GRPO and DAPO".
+"""Checks of the exercises of the chapter "GRPO".
 
 Each check calls the reader's function on random inputs with fixed seeds, compares with
 rlnotes.grpo's implementation, and recognises the usual mistakes (the population std instead of

@@ -6,7 +6,7 @@ always wrong and has a length of its own. A policy fine-tuned on them can be wro
 wrong number (as short as a right one) or a stall (longer), which is what the length bias of
 per-sequence loss normalisation acts on (Liu et al. 2025).
 
-Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rlnotes._validate import require_in_range, require_int
 from rlnotes.lm.sft import sft_loss, single_thread
 from rlnotes.lm.tasks import AdditionTask, _check_batch, pad_completions
 
-__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune"]
+__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "chain_model"]
 
 
 class StallingAdditionTask(AdditionTask):
@@ -28,7 +28,7 @@ class StallingAdditionTask(AdditionTask):
     addition task's exact match, so a stall is always wrong; completions may run to
     ``max_new_tokens = max_stall + 2`` tokens.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
 
     name = "stalling-addition"
@@ -75,7 +75,7 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
     """A copy of ``model`` after ``steps`` steps of supervised fine-tuning (Adam, constant lr) on
     ``task.sft_batch``: how the chapter turns the addition SFT model into one that stalls.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
     import copy
 
@@ -96,18 +96,20 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
 
 
 class ChainAdditionTask(AdditionTask):
-    """Two additions in a row, with the intermediate result written out: prompt ``"12+35+21="``,
-    answer ``"47=68"`` then EOS. The first step (``47=``) can be checked on its own, which is
+    """Two additions in a row, with the intermediate result written out: prompt ``"12+35+7="``,
+    answer ``"47=54"`` then EOS. The first step (``47=``) can be checked on its own, which is
     what process supervision needs (Shao et al. 2024, section 4.1.3).
 
-    Every triple (a, b, c) of two-digit numbers is a prompt (729,000); ``n_test`` of them
-    (chosen by ``seed``) are held out. :meth:`reward` is the outcome reward: 1 when the final
+    Every triple (a, b, c) of two-digit a, b and one-digit c (1..9) is a prompt (72,900), so that
+    prompt and answer fit the addition task's context of 16 tokens and its SFT model can be
+    fine-tuned to the task (:func:`finetune`); ``n_test`` of them (chosen by ``seed``) are held
+    out. :meth:`reward` is the outcome reward: 1 when the final
     result (after the last ``=``) is a + b + c, then EOS, whatever the intermediate step says.
     :meth:`step_rewards` scores each step on its own: step 1 is right when the completion starts
     with the digits of a + b then ``=``; step 2 when what follows is that intermediate result
     plus c, then EOS.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Outcome and process supervision.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
 
     name = "chain-addition"
@@ -118,7 +120,7 @@ class ChainAdditionTask(AdditionTask):
         self.seed = require_int(seed, "seed", minimum=0)
         self.tokenizer = AdditionTask(digits=2).tokenizer
         r = np.arange(10, 100)
-        a, b, c = np.meshgrid(r, r, r, indexing="ij")
+        a, b, c = np.meshgrid(r, r, np.arange(1, 10), indexing="ij")
         triples = np.stack([a.ravel(), b.ravel(), c.ravel()], axis=1)
         self.n_test = require_int(n_test, "n_test", minimum=1)
         if n_test >= len(triples):
@@ -126,7 +128,7 @@ class ChainAdditionTask(AdditionTask):
         order = np.random.default_rng(seed).permutation(len(triples))
         self.test_pairs = triples[order[:n_test]]
         self.train_pairs = triples[order[n_test:]]
-        self.prompt_len = 1 + 3 * 2 + 3  # BOS a + b + c =
+        self.prompt_len = 1 + 2 + 1 + 2 + 1 + 1 + 1  # BOS a + b + c =, c one digit
         self.extra_tokens = 0
         self.max_new_tokens = 3 + 1 + 3 + 1  # a + b (up to 3 digits), "=", the result, EOS
         self.max_len = self.prompt_len + self.max_new_tokens - 1
@@ -197,3 +199,39 @@ class ChainAdditionTask(AdditionTask):
             ends[i, 0] = comp[i][:n].index(eq) if eq in comp[i][:n] else last
             ends[i, 1] = last
         return rewards, ends
+
+
+def chain_model(steps=400, *, lr=1e-3, seed=0):
+    """The starting point of the process-supervision experiment: the addition task's 450-step
+    SFT model fine-tuned for ``steps`` steps on :class:`ChainAdditionTask`'s worked answers
+    (:func:`finetune`), from the lab's cache when it is there (rlnotes.lm.cache), else trained
+    now. Returns ``(model, task)``.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
+    """
+    import hashlib
+    import sys
+
+    from rlnotes.lm.cache import cached
+    from rlnotes.lm.model import TinyGPT
+    from rlnotes.lm.sft import sft_model
+
+    steps = require_int(steps, "steps", minimum=1)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    seed = require_int(seed, "seed", minimum=0)
+    task, base_task = ChainAdditionTask(), AdditionTask()
+    sft, _ = sft_model(base_task, seed=seed, steps=450)
+    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
+    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
+                  seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
+                                                        for v in sft.state_dict().values())).hexdigest()[:16],
+                  torch=torch.__version__.split("+")[0])
+
+    def build():
+        model = finetune(sft.cpu(), task, steps, lr=lr, seed=seed)
+        return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+    entry = cached("ft-chain-addition", config, build, sys.modules[__name__])
+    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
+    model.load_state_dict(entry["state"])
+    return model.to(next(sft.parameters()).device).eval(), task

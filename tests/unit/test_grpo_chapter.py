@@ -1,4 +1,4 @@
-"""The numerical claims of the chapter "GRPO, Dr. GRPO and DAPO", as unit tests (the chapter
+"""The numerical claims of the chapters "GRPO" and "Dr. GRPO, DAPO and process supervision", as unit tests (the chapter
 asserts each of them too)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The learning claims of the chapter "GRPO, Dr. GRPO and DAPO" (the same runs the chapter makes;
+"""The learning claims of the chapters "GRPO" and "Dr. GRPO, DAPO and process supervision" (the same runs the chapter makes;
 about a minute of CPU time with a warm SFT cache)."""
 
 import numpy as np

@@ -251,39 +251,39 @@ def test_stalling_after_the_answer():
 
 def test_chain_task_demonstrations_rewards_and_steps():
     task = ChainAdditionTask()
-    assert len(task.pairs("test")) == 1000 and len(task.pairs("train")) == 90 ** 3 - 1000
+    assert len(task.pairs("test")) == 1000 and len(task.pairs("train")) == 90 * 90 * 9 - 1000
     assert not set(map(tuple, task.pairs("test"))) & set(map(tuple, task.pairs("train")[:20000]))
     prompts, comp, mask = task.sft_batch(16, torch.Generator().manual_seed(0))
-    assert task.tokenizer.decode(prompts[0]).count("+") == 2
+    assert task.tokenizer.decode(prompts[0]).count("+") == 2 and task.max_len == 16
     assert task.reward(prompts, comp, mask).tolist() == [1.0] * 16
     r, ends = task.step_rewards(prompts, comp, mask)
     assert r.tolist() == [[1.0, 1.0]] * 16
     assert (ends[:, 1] == mask.sum(1) - 1).all() and (ends[:, 0] < ends[:, 1]).all()
     eq = task.tokenizer.stoi["="]
     assert all(comp[i, ends[i, 0]] == eq for i in range(16))
-    p = [task.prompt(12, 35, 21)] * 4
+    p = [task.prompt(12, 35, 7)] * 4
     enc = lambda s: task.tokenizer.encode(s, bos=False, eos=True)  # noqa: E731
-    texts = [enc("47=68"), enc("48=69"), enc("48=68"), task.tokenizer.encode("47", bos=False)]
+    texts = [enc("47=54"), enc("48=55"), enc("48=54"), task.tokenizer.encode("47", bos=False)]
     from rlnotes.lm.tasks import pad_completions
     c, m = pad_completions(texts, task.tokenizer.eos_id)
     assert task.reward(p, c, m).tolist() == [1.0, 0.0, 1.0, 0.0]  # outcome: the final result only
     r, ends = task.step_rewards(p, c, m)
-    # a slip in step 1 (48) with a step 2 right for it (48 + 21 = 69): [0, 1]; no "=": [0, 0]
+    # a slip in step 1 (48) with a step 2 right for it (48 + 7 = 55): [0, 1]; no "=": [0, 0]
     assert r.tolist() == [[1, 1], [0, 1], [0, 0], [0, 0]]
     assert ends.tolist() == [[2, 5], [2, 5], [2, 5], [1, 1]]
 
 
 def test_chain_task_bad_input():
-    for kw, name in ((dict(n_test=0), "n_test"), (dict(n_test=90 ** 3), "n_test"), (dict(seed=-1), "seed")):
+    for kw, name in ((dict(n_test=0), "n_test"), (dict(n_test=90 * 90 * 9), "n_test"), (dict(seed=-1), "seed")):
         with pytest.raises(ValueError, match=name):
             ChainAdditionTask(**kw)
     task = ChainAdditionTask()
     with pytest.raises(ValueError, match="prompts"):
         task.step_rewards([], torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3))
     with pytest.raises(ValueError, match="completions"):
-        task.step_rewards([task.prompt(10, 10, 10)], torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
+        task.step_rewards([task.prompt(10, 10, 1)], torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="mask"):
-        task.step_rewards([task.prompt(10, 10, 10)], torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4))
+        task.step_rewards([task.prompt(10, 10, 1)], torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4))
 
 
 def test_train_grpo_process_supervision_runs_and_differs_from_outcome():
@@ -311,3 +311,10 @@ def test_grpo_loss_per_token_advantages_equal_broadcast_ones():
         per_tok[mask == 0] = float("nan")  # padding may hold anything
         b = grpo_loss(logp, old, None, per_tok, mask, loss_type=loss_type)
         torch.testing.assert_close(a, b)
+
+
+def test_chain_model_bad_input():
+    from rlnotes.lm.grpo_tasks import chain_model
+    for kw, name in ((dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed")):
+        with pytest.raises(ValueError, match=name):
+            chain_model(**kw)
