@@ -497,33 +497,37 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
 
 
 @torch.no_grad()
-def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000):
-    r"""pass@1 on every prompt of ``split``: the fraction of prompts whose one sampled completion
-    (at ``temperature``) earns reward 1, an unbiased estimate of the expected accuracy of one
-    sample, :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`.
-    This is what GRPO maximises; greedy decoding (``rlnotes.lm.sft.accuracy``) reports the mode.
+def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000,
+              samples=1):
+    r"""pass@1 on every prompt of ``split``: the fraction of sampled completions (at
+    ``temperature``, ``samples`` of them per prompt) that earn reward 1, an unbiased estimate of
+    the expected accuracy of one sample,
+    :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`; more samples
+    per prompt only lower its variance. This is what GRPO maximises; greedy decoding
+    (``rlnotes.lm.sft.accuracy``) reports the mode.
 
     Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
 
+    samples = require_int(samples, "samples", minimum=1)
     pairs = task.pairs(split)
     if len(pairs) == 0:
         raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")
     hits = 0.0
     for i in range(0, len(pairs), batch_size):
-        prompts = task.prompts_of(pairs[i:i + batch_size])
+        prompts = [p for p in task.prompts_of(pairs[i:i + batch_size]) for _ in range(samples)]
         comp, _, mask = decode(model, prompts, task.max_new_tokens, temperature=temperature,
                                eos_id=task.tokenizer.eos_id, generator=generator)
         hits += float(task.reward(prompts, comp.cpu(), mask.cpu()).sum())
-    return hits / len(pairs)
+    return hits / (len(pairs) * samples)
 
 
 def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
-               grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test", seed=0,
-               callback=None):
+               grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
+               eval_samples=1, seed=0, callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -561,6 +565,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                       (:func:`process_advantages`; ``scale`` is then not used)
     eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
     eval_split        the split it is measured on
+    eval_samples      sampled completions per held-out prompt for pass@1 (more: less noise)
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
@@ -585,6 +590,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     epochs = require_int(epochs, "epochs", minimum=1)
     oversample = require_int(oversample, "oversample", minimum=1)
     eval_every = require_int(eval_every, "eval_every", minimum=1)
+    eval_samples = require_int(eval_samples, "eval_samples", minimum=1)
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     require_choice(loss_type, "loss_type", LOSS_TYPES)
     require_choice(scale, "scale", SCALES)
@@ -620,7 +626,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             policy.eval()
             hist["eval_step"].append(step)
             hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
-                                           generator=eval_gen))
+                                           generator=eval_gen, samples=eval_samples))
             hist["greedy"].append(accuracy(policy, task, eval_split))
             policy.train()
 

@@ -179,6 +179,7 @@ class _EmptyTask(AdditionTask):
     (dict(overlong=(4, 5)), "cache_len"),
     (dict(temperature=0.0), "temperature"),
     (dict(supervision="steps"), "supervision"),
+    (dict(eval_samples=0), "eval_samples"),
     (dict(supervision="process"), "step_rewards"),  # AdditionTask has no steps to check
 ])
 def test_train_grpo_bad_input(kw, name):
@@ -318,3 +319,28 @@ def test_chain_model_bad_input():
     for kw, name in ((dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed")):
         with pytest.raises(ValueError, match=name):
             chain_model(**kw)
+
+
+def test_pass_at_1_samples_and_bad_input():
+    from rlnotes.grpo import pass_at_1
+    task = AdditionTask(n_test=20)
+    model = tiny(task)
+    assert pass_at_1(model, task, generator=torch.Generator().manual_seed(0)) == 0.0  # untrained
+    one = pass_at_1(model, task, generator=torch.Generator().manual_seed(0), samples=3)
+    assert one == 0.0
+    for kw, name in ((dict(samples=0), "samples"), (dict(samples=1.5), "samples")):
+        with pytest.raises(ValueError, match=name):
+            pass_at_1(model, task, **kw)
+    with pytest.raises(ValueError, match="split"):
+        pass_at_1(model, _EmptyTask(), "train")
+
+
+def test_pass_at_1_of_a_perfect_policy_is_one():
+    from rlnotes.grpo import pass_at_1
+
+    class Oracle(AdditionTask):  # every completion is right
+        def reward(self, prompts, completions, mask):
+            return torch.ones(len(prompts))
+
+    task = Oracle(n_test=10)
+    assert pass_at_1(tiny(task), task, samples=2) == 1.0
