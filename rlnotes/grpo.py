@@ -523,7 +523,8 @@ def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, bat
     return hits / (len(pairs) * samples)
 
 
-def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
+def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, cosine=False,
+               beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
                grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
@@ -547,6 +548,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     lr                Adam's learning rate, reached after a linear warm-up
     warmup            warm-up steps (Adam's first steps move every weight by about lr, whatever
                       the gradient's size: a noisy policy gradient needs them small)
+    cosine            after the warm-up, decay the learning rate to lr / 10 along a cosine
+                      (``rlnotes.lm.sft.lr_schedule``) instead of keeping it constant
     beta              weight of the k3 KL penalty to pi_ref in the loss (0: no reference pass)
     eps_low           lower clip of the ratio (1 - eps_low)
     eps_high          upper clip (1 + eps_high); None = eps_low; DAPO's clip-higher: 0.28
@@ -580,7 +583,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
-    from rlnotes.lm.sft import accuracy, freeze, single_thread
+    from rlnotes.lm.sft import accuracy, freeze, lr_schedule, single_thread
 
     steps = require_int(steps, "steps", minimum=1)
     n_prompts = require_int(n_prompts, "n_prompts", minimum=1)
@@ -634,7 +637,10 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
         for step in progress(range(1, steps + 1), desc=f"GRPO ({loss_type})"):
             t0, c0 = time.perf_counter(), time.process_time()
             for group in opt.param_groups:
-                group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
+                if cosine:
+                    group["lr"] = lr_schedule(step - 1, steps, lr, warmup)
+                else:
+                    group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
             n_groups = n_prompts * (oversample if dynamic_sampling else 1)
             uniq = task.sample_prompts(n_groups, gen)
             prompts = [p for p in uniq for _ in range(group_size)]  # groups contiguous
