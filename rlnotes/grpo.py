@@ -511,6 +511,7 @@ def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, bat
     from rlnotes.lm.generation import decode
 
     samples = require_int(samples, "samples", minimum=1)
+    batch_size = require_int(batch_size, "batch_size", minimum=1)
     pairs = task.pairs(split)
     if len(pairs) == 0:
         raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")

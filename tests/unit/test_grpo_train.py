@@ -328,7 +328,8 @@ def test_pass_at_1_samples_and_bad_input():
     assert pass_at_1(model, task, generator=torch.Generator().manual_seed(0)) == 0.0  # untrained
     one = pass_at_1(model, task, generator=torch.Generator().manual_seed(0), samples=3)
     assert one == 0.0
-    for kw, name in ((dict(samples=0), "samples"), (dict(samples=1.5), "samples")):
+    for kw, name in ((dict(samples=0), "samples"), (dict(samples=1.5), "samples"),
+                     (dict(batch_size=0), "batch_size")):
         with pytest.raises(ValueError, match=name):
             pass_at_1(model, task, **kw)
     with pytest.raises(ValueError, match="split"):
