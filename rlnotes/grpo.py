@@ -574,8 +574,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
 
-    ``history`` holds one value per step for ``reward`` (the task's reward, without the
-    overlong penalty), ``accuracy`` (of the samples), ``length``, ``len_correct``,
+    ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
+    overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
     (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match

@@ -288,15 +288,20 @@ def test_chain_task_bad_input():
 
 
 def test_train_grpo_process_supervision_runs_and_differs_from_outcome():
-    task = ChainAdditionTask()
+    class Graded(ChainAdditionTask):  # step rewards that vary, even for an untrained model
+        def step_rewards(self, prompts, completions, mask):
+            r, ends = super().step_rewards(prompts, completions, mask)
+            g = torch.Generator().manual_seed(len(prompts) + int(completions.sum()))
+            return torch.randint(0, 2, r.shape, generator=g).float(), ends
+
+    task = Graded()
     model = TinyGPT(task.tokenizer.vocab_size, task.max_len, n_layers=1, n_heads=2, width=16, seed=0)
-    # a model that has seen a few demonstrations, so that some steps are right
-    model = finetune(model, task, 30, batch_size=32, lr=1e-2)
     kw = dict(n_prompts=4, group_size=4, eval_every=10, beta=0.0, lr=1e-3)
-    _, ho = train_grpo(model, task, 3, supervision="outcome", **kw)
-    _, hp = train_grpo(model, task, 3, supervision="process", **kw)
+    po, ho = train_grpo(model, task, 3, supervision="outcome", **kw)
+    pp, hp = train_grpo(model, task, 3, supervision="process", **kw)
     assert ho["reward"][0] == hp["reward"][0]  # same first samples
-    assert all(np.isfinite(hp["loss"])) and ho["loss"] != hp["loss"]
+    assert all(np.isfinite(hp["loss"])) and hp["loss"] != ho["loss"]
+    assert any(not torch.equal(a, b) for a, b in zip(pp.parameters(), model.parameters()))
 
 
 def test_grpo_loss_per_token_advantages_equal_broadcast_ones():
