@@ -65,9 +65,11 @@ def check_grpo_aggregate(my_grpo_aggregate):
         lengths = torch.randint(1, T + 1, (B,), generator=g)
         lengths[0] = 1
         mask = (torch.arange(T)[None] < lengths[:, None]).long()
-        per_token = torch.randn((B, T), generator=g, dtype=torch.float64) * mask
-        max_tokens = T + 1 + seed
         m = mask.double()
+        # padding holds large finite garbage: a numerator that is not masked shows
+        per_token = torch.randn((B, T), generator=g, dtype=torch.float64) * m \
+            + 1e3 * torch.randn((B, T), generator=g, dtype=torch.float64) * (1 - m)
+        max_tokens = T + 1 + seed
         want = {
             "grpo": ((per_token * m).sum(1) / m.sum(1)).mean(),
             "dapo": (per_token * m).sum() / m.sum(),
@@ -82,6 +84,11 @@ def check_grpo_aggregate(my_grpo_aggregate):
                                      "Reduce over both the batch and the tokens.")
             if loss_type != "dr_grpo" and _matches(got, per_token.mean().numpy()):
                 raise ExerciseFailed("The padding was averaged in.", "Divide by the number of real tokens.")
+            unmasked = {"grpo": (per_token.sum(1) / m.sum(1)).mean(), "dapo": per_token.sum() / m.sum(),
+                        "dr_grpo": per_token.sum() / (B * max_tokens)}[loss_type]
+            if _matches(got, unmasked.numpy()):
+                raise ExerciseFailed("The padded positions were summed in (the numerator is not masked).",
+                                     "Padding may hold anything: multiply per_token by the mask first.")
             for other, v in want.items():
                 if other != loss_type and _matches(got, v.numpy()) and not _matches(v.numpy(), w.numpy()):
                     raise ExerciseFailed(f"loss_type={loss_type!r} computed the {other!r} aggregation.",

@@ -64,13 +64,23 @@ def padding_in(per_token, mask, loss_type, max_tokens):
     return per_token.mean() if loss_type == "dapo" else good_agg(per_token, mask, loss_type, max_tokens)
 
 
+def unmasked_numerator(per_token, mask, loss_type, max_tokens):
+    m = mask.to(per_token.dtype)
+    if loss_type == "grpo":
+        return (per_token.sum(1) / m.sum(1)).mean()
+    if loss_type == "dapo":
+        return per_token.sum() / m.sum()
+    return per_token.sum() / (per_token.shape[0] * max_tokens)
+
+
 def test_grpo_aggregate_check_accepts_correct(capsys):
     check_grpo_aggregate(good_agg)
     assert "passed" in capsys.readouterr().out.lower()
 
 
 @pytest.mark.parametrize("wrong, words", [(swapped, "aggregation"), (dr_by_T, "max_tokens"),
-                                          (padding_in, "padding")])
+                                          (padding_in, "padding"),
+                                          (unmasked_numerator, "not masked")])
 def test_grpo_aggregate_check_catches(wrong, words):
     with pytest.raises(ExerciseFailed) as err:
         check_grpo_aggregate(wrong)
