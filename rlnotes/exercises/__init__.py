@@ -10,7 +10,8 @@ from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect
 from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
 from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
-from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
+from rlnotes.exercises.grpo import (check_group_advantages, check_group_advantages_by_id,
+                                    check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
@@ -43,5 +44,5 @@ __all__ = [
     # Direct preference optimisation
     "check_dpo_loss", "check_optimal_policy",
     # GRPO
-    "check_group_advantages", "check_grpo_aggregate",
+    "check_group_advantages", "check_group_advantages_by_id", "check_grpo_aggregate",
 ]

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from rlnotes.exercises import ExerciseFailed, check_group_advantages, check_grpo_aggregate
+from rlnotes.exercises import (ExerciseFailed, check_group_advantages, check_group_advantages_by_id,
+                               check_grpo_aggregate)
 from rlnotes.grpo import group_advantages
 
 
@@ -84,4 +85,44 @@ def test_grpo_aggregate_check_accepts_correct(capsys):
 def test_grpo_aggregate_check_catches(wrong, words):
     with pytest.raises(ExerciseFailed) as err:
         check_grpo_aggregate(wrong)
+    assert words in err.value.message
+
+
+def good_by_id(rewards, ids):
+    out = torch.empty_like(rewards)
+    for i in torch.unique(ids):
+        sel = ids == i
+        r = rewards[sel]
+        out[sel] = (r - r.mean()) / (r.std() + 1e-4)
+    return out
+
+
+def by_id_population(rewards, ids):
+    out = torch.empty_like(rewards)
+    for i in torch.unique(ids):
+        sel = ids == i
+        r = rewards[sel]
+        out[sel] = (r - r.mean()) / (r.std(unbiased=False) + 1e-4)
+    return out
+
+
+def by_id_contiguous(rewards, ids):
+    G = int((ids == ids[0]).sum())
+    return good_adv(rewards, G)
+
+
+def by_id_batch(rewards, ids):
+    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+
+
+def test_group_advantages_by_id_check_accepts_correct(capsys):
+    check_group_advantages_by_id(good_by_id)
+    assert "passed" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("wrong, words", [(by_id_population, "population"), (by_id_contiguous, "contiguous"),
+                                          (by_id_batch, "whole batch")])
+def test_group_advantages_by_id_check_catches(wrong, words):
+    with pytest.raises(ExerciseFailed) as err:
+        check_group_advantages_by_id(wrong)
     assert words in err.value.message
