@@ -51,6 +51,9 @@ def test_std_weight_against_group_accuracy():
     assert np.allclose(weight, 1 / (sigma + 1e-4))
     assert weight.argmin() == G // 2 - 1 and abs(weight[0] - weight[-1]) < 1e-9
     assert weight[0] / weight[G // 2 - 1] > 1.5
+    push = adv.abs().sum(1).numpy()  # a question's total push is still largest at p = 1/2
+    assert push.argmax() == G // 2 - 1
+    assert np.allclose(push, 2 * G * (k / G).numpy() * (1 - k / G).numpy() / (sigma + 1e-4))
 
 
 def test_clip_higher_arithmetic():
@@ -63,6 +66,7 @@ def test_process_example():
                                    torch.ones(2, 4), group_size=2)
     torch.testing.assert_close(proc[0], torch.tensor([-1.0, -1.0, -1.5, -1.5]), atol=1e-3, rtol=0)
     torch.testing.assert_close(proc[1], torch.tensor([1.0, 1.0, 0.5, 0.5]), atol=1e-3, rtol=0)
+    assert proc[0, 0] < 0 < proc[1, 0]  # two right first steps, opposite advantages
 
 
 def test_trl_default_aggregation_is_dapo():
