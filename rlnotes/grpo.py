@@ -529,7 +529,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
                grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
-               eval_samples=1, seed=0, callback=None):
+               eval_samples=1, eval_greedy=True, seed=0, callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -570,6 +570,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
     eval_split        the split it is measured on
     eval_samples      sampled completions per held-out prompt for pass@1 (more: less noise)
+    eval_greedy       also measure greedy accuracy at each evaluation (False: NaN, saves time)
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
@@ -631,7 +632,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             hist["eval_step"].append(step)
             hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
                                            generator=eval_gen, samples=eval_samples))
-            hist["greedy"].append(accuracy(policy, task, eval_split))
+            hist["greedy"].append(accuracy(policy, task, eval_split) if eval_greedy else float("nan"))
             policy.train()
 
         evaluate(0)

@@ -41,8 +41,9 @@ def test_stalling_model_gains_20_points_and_the_gap_falls_under_both_losses():
 def test_process_supervision_reaches_the_threshold_with_fewer_samples_than_outcome():
     torch.set_num_threads(1)
     chain, task = chain_model(400)
-    runs = {sup: [grpo.train_grpo(chain, task, 150, beta=0.0, eval_every=25, supervision=sup,
-                                  eval_samples=2, seed=seed, **BASE)[1] for seed in (0, 1)]
+    runs = {sup: [grpo.train_grpo(chain, task, 150, beta=0.0, eval_every=50, supervision=sup,
+                                  eval_samples=2, eval_greedy=False, seed=seed, **BASE)[1]
+                  for seed in (0, 1)]
             for sup in ("outcome", "process")}
     samples = np.asarray(runs["outcome"][0]["eval_step"]) * 16 * 8
     start = float(np.mean([h["pass1"][0] for hs in runs.values() for h in hs]))

@@ -350,3 +350,9 @@ def test_pass_at_1_of_a_perfect_policy_is_one():
 
     task = Oracle(n_test=10)
     assert pass_at_1(tiny(task), task, samples=2) == 1.0
+
+
+def test_train_grpo_without_greedy_evaluation():
+    task = AdditionTask(n_test=20)
+    _, h = train_grpo(tiny(task), task, 2, n_prompts=2, group_size=2, eval_every=1, eval_greedy=False)
+    assert len(h["greedy"]) == 3 and all(np.isnan(h["greedy"])) and len(h["pass1"]) == 3
