@@ -92,7 +92,7 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-4):
     ``group_size >= 2`` and ``scale="batch"`` at least two rewards; both raise ``ValueError``
     otherwise. ``scale="none"`` accepts ``group_size = 1`` (the advantage is then 0).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
+    Defined in: GRPO, section From PPO to GRPO.
     """
     scale = require_choice(scale, "scale", SCALES)
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
@@ -135,7 +135,7 @@ def dynamic_sampling_mask(rewards, group_size):
     Equality is exact (floating-point ``==``); with ``group_size = 1`` every group is all-equal
     and nothing is kept.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section DAPO.
+    Defined in: Dr. GRPO, DAPO and process supervision, section DAPO.
     """
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=False)
     keep = grouped.amax(dim=1) != grouped.amin(dim=1)
@@ -167,7 +167,7 @@ def overlong_penalty(lengths, max_len, cache_len):
                                   is floating, else torch's default dtype)
     ==========  ================  ===================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section DAPO.
+    Defined in: Dr. GRPO, DAPO and process supervision, section DAPO.
     """
     require_tensor(lengths, "lengths")
     if lengths.dtype == torch.bool or lengths.dtype.is_complex:
@@ -229,7 +229,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
                                         that sampled the group); None means on-policy
                                         (``logp.detach()``)
     ref_logp     (B, T) or None         ``log pi_ref``; may be None when ``beta == 0``
-    advantages   (B,)                   ``A_i`` of each completion (:func:`group_advantages`)
+    advantages   (B,) or (B, T)         ``A_i`` of each completion (:func:`group_advantages`),
+                                        or ``A_{i,t}`` of each token (:func:`process_advantages`)
     mask         (B, T) 0/1 or bool     1 on completion tokens, 0 on padding
     eps_low      float in [0, 1)        lower clip: ratio >= 1 - eps_low
     eps_high     float >= 0 or None     upper clip: ratio <= 1 + eps_high; None = eps_low
@@ -248,7 +249,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     ``"dr_grpo"`` accepts an all-zero mask (loss 0). With ``beta == 0`` the KL term is skipped
     entirely (ref_logp is not read).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section The GRPO loss and its variants.
+    Defined in: GRPO, section The GRPO loss and its variants.
     """
     logp = check_logp(logp)
     require_ndim(logp, "logp", 2)
@@ -256,9 +257,10 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     mask = check_mask(mask, logp)
     old_logp = logp.detach() if old_logp is None else check_like(old_logp, "old_logp", logp, "logp")
     require_float_tensor(advantages, "advantages")
-    if tuple(advantages.shape) != (B,):
+    if tuple(advantages.shape) not in ((B,), (B, T)):
         raise ValueError(
-            f"advantages must have shape ({B},) (one per row of logp), got {tuple(advantages.shape)}"
+            f"advantages must have shape ({B},) (one per row of logp) or ({B}, {T}) (one per "
+            f"token, process supervision), got {tuple(advantages.shape)}"
         )
     if advantages.device != logp.device:
         raise ValueError(f"advantages must be on logp's device {logp.device}, got {advantages.device}")
@@ -277,6 +279,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
         check_like(ref_logp, "ref_logp", logp, "logp")
     require_finite_where(logp, "logp", mask)
     require_finite_where(old_logp, "old_logp", mask)
+    if adv.ndim == 2:  # per-token advantages: padding may hold anything
+        adv = torch.where(mask, adv, torch.zeros_like(adv))
     if not bool(torch.isfinite(adv).all()):
         raise ValueError("advantages must contain only finite values")
     tokens_per_row = mask.sum(dim=1)
@@ -289,7 +293,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     if loss_type in ("dapo", "bnpo") and not bool(mask.any()):
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 
-    adv_tokens = adv[:, None].expand(B, T)
+    adv_tokens = adv if adv.ndim == 2 else adv[:, None].expand(B, T)
     per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
     if beta > 0:
         require_finite_where(ref_logp, "ref_logp", mask)
@@ -320,7 +324,7 @@ def rloo_advantages(rewards, group_size):
     returns     (B*G,)       A_i, in rewards' dtype (float)
     ==========  ===========  ====================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section From PPO to GRPO.
+    Defined in: GRPO, section From PPO to GRPO.
     """
     grouped, group_size = _grouped_rewards(rewards, group_size, float_out=True)
     if group_size < 2:
@@ -347,7 +351,7 @@ def process_advantages(step_rewards, step_ends, mask, group_size, eps=1e-4):
     returns       (N, T)             A_{i,t}, 0 where mask is 0
     ============  =================  ===================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Outcome and process supervision.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
     require_float_tensor(step_rewards, "step_rewards")
     require_ndim(step_rewards, "step_rewards", 2)
@@ -403,7 +407,7 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
                   hidden (B*G, L, W)  final hidden state at the position predicting y_t
     ============  ================  ======================================================
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import gather_logprobs, left_pad
 
@@ -476,7 +480,7 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
     length of correct and of incorrect completions (NaN when there are none) and the fraction
     of groups whose rewards are all equal.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     keep = dynamic_sampling_mask(rewards, group_size)
     lengths = lengths.to(torch.float64)
@@ -493,32 +497,39 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
 
 
 @torch.no_grad()
-def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000):
-    r"""pass@1 on every prompt of ``split``: the fraction of prompts whose one sampled completion
-    (at ``temperature``) earns reward 1, an unbiased estimate of the expected accuracy of one
-    sample, :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`.
-    This is what GRPO maximises; greedy decoding (``rlnotes.lm.sft.accuracy``) reports the mode.
+def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000,
+              samples=1):
+    r"""pass@1 on every prompt of ``split``: the fraction of sampled completions (at
+    ``temperature``, ``samples`` of them per prompt) that earn reward 1, an unbiased estimate of
+    the expected accuracy of one sample,
+    :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`; more samples
+    per prompt only lower its variance. This is what GRPO maximises; greedy decoding
+    (``rlnotes.lm.sft.accuracy``) reports the mode.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
 
+    samples = require_int(samples, "samples", minimum=1)
+    batch_size = require_int(batch_size, "batch_size", minimum=1)
     pairs = task.pairs(split)
     if len(pairs) == 0:
         raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")
     hits = 0.0
     for i in range(0, len(pairs), batch_size):
-        prompts = task.prompts_of(pairs[i:i + batch_size])
+        prompts = [p for p in task.prompts_of(pairs[i:i + batch_size]) for _ in range(samples)]
         comp, _, mask = decode(model, prompts, task.max_new_tokens, temperature=temperature,
                                eos_id=task.tokenizer.eos_id, generator=generator)
         hits += float(task.reward(prompts, comp.cpu(), mask.cpu()).sum())
-    return hits / len(pairs)
+    return hits / (len(pairs) * samples)
 
 
-def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, beta=0.04,
+def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, cosine=False,
+               beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
-               grad_clip=1.0, eval_every=10, eval_split="test", seed=0, callback=None):
+               grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
+               eval_samples=1, eval_greedy=True, seed=0, callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -538,6 +549,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     lr                Adam's learning rate, reached after a linear warm-up
     warmup            warm-up steps (Adam's first steps move every weight by about lr, whatever
                       the gradient's size: a noisy policy gradient needs them small)
+    cosine            after the warm-up, decay the learning rate to lr / 10 along a cosine
+                      (``rlnotes.lm.sft.lr_schedule``) instead of keeping it constant
     beta              weight of the k3 KL penalty to pi_ref in the loss (0: no reference pass)
     eps_low           lower clip of the ratio (1 - eps_low)
     eps_high          upper clip (1 + eps_high); None = eps_low; DAPO's clip-higher: 0.28
@@ -551,23 +564,28 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                       completion length (EOS included) to the reward
     temperature       sampling temperature (the ratio and KL use the same logits / tau)
     grad_clip         gradient norm clip (None: none)
+    supervision       "outcome": one advantage per completion (:func:`group_advantages`);
+                      "process": one per token from the task's ``step_rewards``
+                      (:func:`process_advantages`; ``scale`` is then not used)
     eval_every        held-out pass@1 and greedy accuracy every this many steps, and at the end
     eval_split        the split it is measured on
+    eval_samples      sampled completions per held-out prompt for pass@1 (more: less noise)
+    eval_greedy       also measure greedy accuracy at each evaluation (False: NaN, saves time)
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
 
-    ``history`` holds one value per step for ``reward`` (the task's reward, without the
-    overlong penalty), ``accuracy`` (of the samples), ``length``, ``len_correct``,
+    ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
+    overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
     (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start).
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Training that works.
+    Defined in: GRPO, section Training that works.
     """
     from rlnotes.lm.generation import decode
-    from rlnotes.lm.sft import accuracy, freeze, single_thread
+    from rlnotes.lm.sft import accuracy, freeze, lr_schedule, single_thread
 
     steps = require_int(steps, "steps", minimum=1)
     n_prompts = require_int(n_prompts, "n_prompts", minimum=1)
@@ -577,9 +595,14 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     epochs = require_int(epochs, "epochs", minimum=1)
     oversample = require_int(oversample, "oversample", minimum=1)
     eval_every = require_int(eval_every, "eval_every", minimum=1)
+    eval_samples = require_int(eval_samples, "eval_samples", minimum=1)
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     require_choice(loss_type, "loss_type", LOSS_TYPES)
     require_choice(scale, "scale", SCALES)
+    supervision = require_choice(supervision, "supervision", ("outcome", "process"))
+    if supervision == "process" and not hasattr(task, "step_rewards"):
+        raise ValueError("task must have step_rewards(prompts, completions, mask) with "
+                         "supervision='process'")
     temperature = require_in_range(temperature, "temperature", 0.0, float("inf"), low_open=True)
     if overlong is not None:
         if not isinstance(overlong, (tuple, list)) or len(overlong) != 2:
@@ -608,15 +631,18 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             policy.eval()
             hist["eval_step"].append(step)
             hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
-                                           generator=eval_gen))
-            hist["greedy"].append(accuracy(policy, task, eval_split))
+                                           generator=eval_gen, samples=eval_samples))
+            hist["greedy"].append(accuracy(policy, task, eval_split) if eval_greedy else float("nan"))
             policy.train()
 
         evaluate(0)
         for step in progress(range(1, steps + 1), desc=f"GRPO ({loss_type})"):
             t0, c0 = time.perf_counter(), time.process_time()
             for group in opt.param_groups:
-                group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
+                if cosine:
+                    group["lr"] = lr_schedule(step - 1, steps, lr, warmup)
+                else:
+                    group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
             n_groups = n_prompts * (oversample if dynamic_sampling else 1)
             uniq = task.sample_prompts(n_groups, gen)
             prompts = [p for p in uniq for _ in range(group_size)]  # groups contiguous
@@ -640,7 +666,12 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             uniq_b = [uniq[i] for i in groups.tolist()]
             comp_b, mask_b = comp[rows].to(device), mask[rows].to(device)
             old_b = old_logp[rows.to(old_logp.device)].to(device)
-            adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
+            if supervision == "process":  # per-token advantages from per-step rewards
+                step_r, step_end = task.step_rewards([prompts[i] for i in rows.tolist()], comp[rows],
+                                                     mask[rows])
+                adv = process_advantages(step_r.to(device), step_end.to(device), mask_b, group_size)
+            else:
+                adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
             t1, c1 = time.perf_counter(), time.process_time()
             with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
                 ref_logp, _ = group_forward(ref, uniq_b, comp_b, group_size, temperature=temperature)

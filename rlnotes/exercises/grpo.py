@@ -1,4 +1,4 @@
-"""Checks of the exercises of the chapter "GRPO, Dr. GRPO and DAPO".
+"""Checks of the exercises of the chapter "GRPO".
 
 Each check calls the reader's function on random inputs with fixed seeds, compares with
 rlnotes.grpo's implementation, and recognises the usual mistakes (the population std instead of
@@ -14,7 +14,7 @@ import rlnotes.grpo as grpo
 from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work
 from rlnotes.exercises.core import as_float_array as _numpy, call_reader as _call
 
-__all__ = ["check_group_advantages", "check_grpo_aggregate"]
+__all__ = ["check_group_advantages", "check_group_advantages_by_id", "check_grpo_aggregate"]
 
 
 
@@ -65,9 +65,11 @@ def check_grpo_aggregate(my_grpo_aggregate):
         lengths = torch.randint(1, T + 1, (B,), generator=g)
         lengths[0] = 1
         mask = (torch.arange(T)[None] < lengths[:, None]).long()
-        per_token = torch.randn((B, T), generator=g, dtype=torch.float64) * mask
-        max_tokens = T + 1 + seed
         m = mask.double()
+        # padding holds large finite garbage: a numerator that is not masked shows
+        per_token = torch.randn((B, T), generator=g, dtype=torch.float64) * m \
+            + 1e3 * torch.randn((B, T), generator=g, dtype=torch.float64) * (1 - m)
+        max_tokens = T + 1 + seed
         want = {
             "grpo": ((per_token * m).sum(1) / m.sum(1)).mean(),
             "dapo": (per_token * m).sum() / m.sum(),
@@ -82,6 +84,11 @@ def check_grpo_aggregate(my_grpo_aggregate):
                                      "Reduce over both the batch and the tokens.")
             if loss_type != "dr_grpo" and _matches(got, per_token.mean().numpy()):
                 raise ExerciseFailed("The padding was averaged in.", "Divide by the number of real tokens.")
+            unmasked = {"grpo": (per_token.sum(1) / m.sum(1)).mean(), "dapo": per_token.sum() / m.sum(),
+                        "dr_grpo": per_token.sum() / (B * max_tokens)}[loss_type]
+            if _matches(got, unmasked.numpy()):
+                raise ExerciseFailed("The padded positions were summed in (the numerator is not masked).",
+                                     "Padding may hold anything: multiply per_token by the mask first.")
             for other, v in want.items():
                 if other != loss_type and _matches(got, v.numpy()) and not _matches(v.numpy(), w.numpy()):
                     raise ExerciseFailed(f"loss_type={loss_type!r} computed the {other!r} aggregation.",
@@ -92,3 +99,51 @@ def check_grpo_aggregate(my_grpo_aggregate):
                                      "The constant is the generation budget max_tokens.")
             expect_close(got, w.numpy(), f"the {loss_type!r} loss",
                          hint="Multiply by the mask before summing; count tokens with mask.sum.")
+
+
+def _by_id_reference(rewards, ids, eps=1e-4):
+    """GRPO's advantages with groups given by ids (any order, any group size >= 2), from
+    rlnotes.grpo.group_advantages applied to each group."""
+    out = torch.empty_like(rewards)
+    for i in torch.unique(ids):
+        sel = ids == i
+        out[sel] = grpo.group_advantages(rewards[sel], int(sel.sum()), eps=eps)
+    return out
+
+
+@check
+def check_group_advantages_by_id(my_group_advantages_by_id):
+    """``my_group_advantages_by_id(rewards, ids)`` -> (N,) GRPO advantages, completion i's group
+    being all completions with the same id (in any order, groups of any size >= 2)."""
+    expect_own_work(my_group_advantages_by_id, grpo.group_advantages, grpo.rloo_advantages)
+    for seed, sizes in ((0, (4, 4, 4, 4)), (1, (2, 5, 3, 8, 2)), (2, (6, 6, 6))):
+        g = torch.Generator().manual_seed(seed)
+        labels = torch.randperm(1000, generator=g)[:len(sizes)] + 7  # arbitrary prompt ids
+        ids = torch.cat([torch.full((n,), int(lab)) for n, lab in zip(sizes, labels)])
+        rewards = torch.randint(0, 2, (len(ids),), generator=g).double()
+        rewards[:sizes[0]] = 1.0  # an all-correct group: advantage 0
+        perm = torch.randperm(len(ids), generator=g)
+        ids, rewards = ids[perm], rewards[perm]
+        got = _numpy(_call(my_group_advantages_by_id, "my_group_advantages_by_id", rewards.clone(), ids.clone()),
+                     "the advantages")
+        want = _by_id_reference(rewards, ids).numpy()
+        if got.shape == want.shape and not _matches(got, want):
+            G = sizes[0]
+            if len(set(sizes)) == 1 and len(ids) % G == 0 and \
+                    _matches(got, grpo.group_advantages(rewards, G).numpy()):
+                raise ExerciseFailed("The groups were taken as contiguous blocks of the batch.",
+                                     "Here a group is every completion with the same id, wherever it "
+                                     "sits: select them with ids == i.")
+            pop = torch.empty_like(rewards)
+            for i in torch.unique(ids):
+                sel = ids == i
+                r = rewards[sel]
+                pop[sel] = (r - r.mean()) / (r.std(unbiased=False) + 1e-4)
+            if _matches(got, pop.numpy()):
+                raise ExerciseFailed("The std is the population std (divide by the group size).",
+                                     "GRPO (and torch.std) use Bessel's correction: divide by n - 1.")
+            if _matches(got, ((rewards - rewards.mean()) / (rewards.std() + 1e-4)).numpy()):
+                raise ExerciseFailed("The baseline is the mean over the whole batch.",
+                                     "Each completion is compared with the completions of its own id.")
+        expect_close(got, want, "the advantages",
+                     hint="for each id i: sel = ids == i; A[sel] = (r[sel] - mean) / (std + 1e-4).")

@@ -6,18 +6,19 @@ always wrong and has a length of its own. A policy fine-tuned on them can be wro
 wrong number (as short as a right one) or a stall (longer), which is what the length bias of
 per-sequence loss normalisation acts on (Liu et al. 2025).
 
-Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from rlnotes._validate import require_in_range, require_int
 from rlnotes.lm.sft import sft_loss, single_thread
-from rlnotes.lm.tasks import AdditionTask, pad_completions
+from rlnotes.lm.tasks import AdditionTask, _check_batch, pad_completions
 
-__all__ = ["StallingAdditionTask", "finetune"]
+__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "chain_model"]
 
 
 class StallingAdditionTask(AdditionTask):
@@ -27,7 +28,7 @@ class StallingAdditionTask(AdditionTask):
     addition task's exact match, so a stall is always wrong; completions may run to
     ``max_new_tokens = max_stall + 2`` tokens.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
 
     name = "stalling-addition"
@@ -74,7 +75,7 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
     """A copy of ``model`` after ``steps`` steps of supervised fine-tuning (Adam, constant lr) on
     ``task.sft_batch``: how the chapter turns the addition SFT model into one that stalls.
 
-    Defined in: GRPO, Dr. GRPO and DAPO, section Loss aggregation and the length bias.
+    Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
     import copy
 
@@ -92,3 +93,145 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
             loss.backward()
             opt.step()
     return model.eval()
+
+
+class ChainAdditionTask(AdditionTask):
+    """Two additions in a row, with the intermediate result written out: prompt ``"12+35+7="``,
+    answer ``"47=54"`` then EOS. The first step (``47=``) can be checked on its own, which is
+    what process supervision needs (Shao et al. 2024, section 4.1.3).
+
+    Every triple (a, b, c) of two-digit a, b and one-digit c (1..9) is a prompt (72,900), so that
+    prompt and answer fit the addition task's context of 16 tokens and its SFT model can be
+    fine-tuned to the task (:func:`finetune`); ``n_test`` of them (chosen by ``seed``) are held
+    out. :meth:`reward` is the outcome reward: 1 when the final
+    result (after the last ``=``) is a + b + c, then EOS, whatever the intermediate step says.
+    :meth:`step_rewards` scores each step on its own: step 1 is right when the completion starts
+    with the digits of a + b then ``=``; step 2 when what follows is that intermediate result
+    plus c, then EOS.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
+    """
+
+    name = "chain-addition"
+    n_steps = 2
+
+    def __init__(self, n_test: int = 1000, seed: int = 0):
+        self.digits = 2
+        self.seed = require_int(seed, "seed", minimum=0)
+        self.tokenizer = AdditionTask(digits=2).tokenizer
+        r = np.arange(10, 100)
+        a, b, c = np.meshgrid(r, r, np.arange(1, 10), indexing="ij")
+        triples = np.stack([a.ravel(), b.ravel(), c.ravel()], axis=1)
+        self.n_test = require_int(n_test, "n_test", minimum=1)
+        if n_test >= len(triples):
+            raise ValueError(f"n_test must be below the number of triples {len(triples)}, got {n_test}")
+        order = np.random.default_rng(seed).permutation(len(triples))
+        self.test_pairs = triples[order[:n_test]]
+        self.train_pairs = triples[order[n_test:]]
+        self.prompt_len = 1 + 2 + 1 + 2 + 1 + 1 + 1  # BOS a + b + c =, c one digit
+        self.extra_tokens = 0
+        self.max_new_tokens = 3 + 1 + 3 + 1  # a + b (up to 3 digits), "=", the result, EOS
+        self.max_len = self.prompt_len + self.max_new_tokens - 1
+
+    def config(self) -> dict:
+        import hashlib
+        import inspect
+
+        code = hashlib.sha256(inspect.getsource(ChainAdditionTask).encode()).hexdigest()[:12]
+        return dict(task=self.name, n_test=self.n_test, seed=self.seed, code=code)
+
+    def prompt(self, a: int, b: int, c: int) -> list[int]:
+        return self.tokenizer.encode(f"{a}+{b}+{c}=")
+
+    def prompts_of(self, triples) -> list[list[int]]:
+        return [self.prompt(int(a), int(b), int(c)) for a, b, c in triples]
+
+    def answer(self, a: int, b: int, c: int) -> list[int]:
+        return self.tokenizer.encode(f"{a + b}={a + b + c}", bos=False, eos=True)
+
+    def sft_batch(self, n, generator=None):
+        """``n`` training prompts with their worked answers as completions."""
+        triples = self._draw(n, generator, "train")
+        comp, mask = pad_completions([self.answer(*map(int, t)) for t in triples], self.tokenizer.eos_id)
+        return self.prompts_of(triples), comp, mask
+
+    def operands(self, prompt) -> tuple[int, int, int]:
+        a, b, c = self.tokenizer.decode(prompt).rstrip("=").split("+")
+        return int(a), int(b), int(c)
+
+    def _texts(self, prompts, completions, mask):
+        _check_batch(prompts, completions, mask)
+        eos = self.tokenizer.eos_id
+        out = []
+        for p, c, mk in zip(prompts, completions.tolist(), mask.tolist()):
+            got = [t for t, keep in zip(c, mk) if keep]
+            ended = len(got) > 0 and got[-1] == eos
+            out.append((self.operands(p), self.tokenizer.decode([t for t in got if t != eos]), ended, len(got)))
+        return out
+
+    def reward(self, prompts, completions, mask):
+        """Outcome reward: 1.0 where the text after the last ``=`` is a + b + c and EOS ends the
+        completion, else 0.0 (shape (B,))."""
+        out = []
+        for (a, b, c), text, ended, _ in self._texts(prompts, completions, mask):
+            out.append(1.0 if ended and text.rsplit("=", 1)[-1] == str(a + b + c) else 0.0)
+        return torch.tensor(out, dtype=torch.float32)
+
+    def step_rewards(self, prompts, completions, mask):
+        """Process rewards: ``(rewards, ends)``, both (B, 2). Each step is checked on its own, as
+        a process reward model would: step 1 is right when the text up to the first ``=`` is
+        a + b; step 2 when the text after the last ``=`` is the completion's *own* intermediate
+        result plus c, then EOS (so a slip in step 1 does not make a correct step 2 wrong).
+        ``ends`` holds the index of the last token of each step (step 1 ends at the first
+        ``=``, or at the last token when there is none; step 2 at the last token)."""
+        eq = self.tokenizer.stoi["="]
+        texts = self._texts(prompts, completions, mask)
+        rewards = torch.zeros(len(texts), 2)
+        ends = torch.zeros(len(texts), 2, dtype=torch.long)
+        comp = completions.tolist()
+        for i, ((a, b, c), text, ended, n) in enumerate(texts):
+            first = text.split("=", 1)
+            rewards[i, 0] = float(len(first) == 2 and first[0] == str(a + b))
+            second = text.rsplit("=", 1)[-1]  # step 2, checked against the completion's own step 1
+            rewards[i, 1] = float(ended and len(first) == 2 and first[0].isdigit()
+                                  and second == str(int(first[0]) + c))
+            last = max(n - 1, 0)
+            ends[i, 0] = comp[i][:n].index(eq) if eq in comp[i][:n] else last
+            ends[i, 1] = last
+        return rewards, ends
+
+
+def chain_model(steps=400, *, lr=1e-3, seed=0):
+    """The starting point of the process-supervision experiment: the addition task's 450-step
+    SFT model fine-tuned for ``steps`` steps on :class:`ChainAdditionTask`'s worked answers
+    (:func:`finetune`), from the lab's cache when it is there (rlnotes.lm.cache), else trained
+    now. Returns ``(model, task)``.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
+    """
+    import hashlib
+    import sys
+
+    from rlnotes.lm.cache import cached
+    from rlnotes.lm.model import TinyGPT
+    from rlnotes.lm.sft import sft_model
+
+    steps = require_int(steps, "steps", minimum=1)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    seed = require_int(seed, "seed", minimum=0)
+    task, base_task = ChainAdditionTask(), AdditionTask()
+    sft, _ = sft_model(base_task, seed=seed, steps=450)
+    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
+    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
+                  seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
+                                                        for v in sft.state_dict().values())).hexdigest()[:16],
+                  torch=torch.__version__.split("+")[0])
+
+    def build():
+        model = finetune(sft.cpu(), task, steps, lr=lr, seed=seed)
+        return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+    entry = cached("ft-chain-addition", config, build, sys.modules[__name__])
+    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
+    model.load_state_dict(entry["state"])
+    return model.to(next(sft.parameters()).device).eval(), task

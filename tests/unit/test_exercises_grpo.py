@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from rlnotes.exercises import ExerciseFailed, check_group_advantages, check_grpo_aggregate
+from rlnotes.exercises import (ExerciseFailed, check_group_advantages, check_group_advantages_by_id,
+                               check_grpo_aggregate)
 from rlnotes.grpo import group_advantages
 
 
@@ -64,14 +65,64 @@ def padding_in(per_token, mask, loss_type, max_tokens):
     return per_token.mean() if loss_type == "dapo" else good_agg(per_token, mask, loss_type, max_tokens)
 
 
+def unmasked_numerator(per_token, mask, loss_type, max_tokens):
+    m = mask.to(per_token.dtype)
+    if loss_type == "grpo":
+        return (per_token.sum(1) / m.sum(1)).mean()
+    if loss_type == "dapo":
+        return per_token.sum() / m.sum()
+    return per_token.sum() / (per_token.shape[0] * max_tokens)
+
+
 def test_grpo_aggregate_check_accepts_correct(capsys):
     check_grpo_aggregate(good_agg)
     assert "passed" in capsys.readouterr().out.lower()
 
 
 @pytest.mark.parametrize("wrong, words", [(swapped, "aggregation"), (dr_by_T, "max_tokens"),
-                                          (padding_in, "padding")])
+                                          (padding_in, "padding"),
+                                          (unmasked_numerator, "not masked")])
 def test_grpo_aggregate_check_catches(wrong, words):
     with pytest.raises(ExerciseFailed) as err:
         check_grpo_aggregate(wrong)
+    assert words in err.value.message
+
+
+def good_by_id(rewards, ids):
+    out = torch.empty_like(rewards)
+    for i in torch.unique(ids):
+        sel = ids == i
+        r = rewards[sel]
+        out[sel] = (r - r.mean()) / (r.std() + 1e-4)
+    return out
+
+
+def by_id_population(rewards, ids):
+    out = torch.empty_like(rewards)
+    for i in torch.unique(ids):
+        sel = ids == i
+        r = rewards[sel]
+        out[sel] = (r - r.mean()) / (r.std(unbiased=False) + 1e-4)
+    return out
+
+
+def by_id_contiguous(rewards, ids):
+    G = int((ids == ids[0]).sum())
+    return good_adv(rewards, G)
+
+
+def by_id_batch(rewards, ids):
+    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+
+
+def test_group_advantages_by_id_check_accepts_correct(capsys):
+    check_group_advantages_by_id(good_by_id)
+    assert "passed" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("wrong, words", [(by_id_population, "population"), (by_id_contiguous, "contiguous"),
+                                          (by_id_batch, "whole batch")])
+def test_group_advantages_by_id_check_catches(wrong, words):
+    with pytest.raises(ExerciseFailed) as err:
+        check_group_advantages_by_id(wrong)
     assert words in err.value.message

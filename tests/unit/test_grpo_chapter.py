@@ -1,4 +1,4 @@
-"""The numerical claims of the chapter "GRPO, Dr. GRPO and DAPO", as unit tests (the chapter
+"""The numerical claims of the chapters "GRPO" and "Dr. GRPO, DAPO and process supervision", as unit tests (the chapter
 asserts each of them too)."""
 
 import numpy as np
@@ -51,6 +51,9 @@ def test_std_weight_against_group_accuracy():
     assert np.allclose(weight, 1 / (sigma + 1e-4))
     assert weight.argmin() == G // 2 - 1 and abs(weight[0] - weight[-1]) < 1e-9
     assert weight[0] / weight[G // 2 - 1] > 1.5
+    push = adv.abs().sum(1).numpy()  # a question's total push is still largest at p = 1/2
+    assert push.argmax() == G // 2 - 1
+    assert np.allclose(push, 2 * G * (k / G).numpy() * (1 - k / G).numpy() / (sigma + 1e-4))
 
 
 def test_clip_higher_arithmetic():
@@ -63,6 +66,7 @@ def test_process_example():
                                    torch.ones(2, 4), group_size=2)
     torch.testing.assert_close(proc[0], torch.tensor([-1.0, -1.0, -1.5, -1.5]), atol=1e-3, rtol=0)
     torch.testing.assert_close(proc[1], torch.tensor([1.0, 1.0, 0.5, 0.5]), atol=1e-3, rtol=0)
+    assert proc[0, 0] < 0 < proc[1, 0]  # two right first steps, opposite advantages
 
 
 def test_trl_default_aggregation_is_dapo():
@@ -74,3 +78,25 @@ def test_trl_default_aggregation_is_dapo():
     trl_default = (per_token * mask).sum() / mask.sum()
     ours = {t: float(grpo.grpo_loss(logp, None, None, adv, mask, loss_type=t)) for t in ("dapo", "grpo")}
     assert np.isclose(float(trl_default), ours["dapo"]) and not np.isclose(ours["dapo"], ours["grpo"])
+
+
+def test_k3_expected_gradient_is_the_forward_kl_gradient():
+    p_theta = torch.tensor([0.6, 0.3, 0.05, 0.05], dtype=torch.float64)
+    p_ref = torch.tensor([0.1, 0.3, 0.3, 0.3], dtype=torch.float64)
+    exact = float((p_theta * (p_theta / p_ref).log()).sum())
+    # the exact expectation, over sampled tokens, of the gradient of k3 through log pi_theta
+    z = p_theta.log().clone().requires_grad_(True)
+    grad = torch.zeros(4, dtype=torch.float64)
+    for a in range(4):
+        z.grad = None
+        logp = torch.log_softmax(z, 0)[a]
+        kl_k3(logp, p_ref.log()[a]).backward()
+        grad += p_theta[a] * z.grad
+    torch.testing.assert_close(grad, p_theta - p_ref)  # grad of KL(pi_ref || pi_theta)
+    assert not torch.allclose(grad, p_theta * ((p_theta / p_ref).log() - exact), atol=1e-2)
+
+
+def test_group_forward_token_count():
+    P, L, G, B = 7, 4, 8, 16  # prompt tokens, answer tokens, group size, prompts
+    shared, separate = B * P + B * G * (L - 1), B * G * (P + L - 1)
+    assert separate / shared > 2

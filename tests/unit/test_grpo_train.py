@@ -9,7 +9,7 @@ from rlnotes.grpo import (group_advantages, group_forward, grpo_step_metrics, pr
                           rloo_advantages, train_grpo)
 from rlnotes.lm import AdditionTask, TinyGPT
 from rlnotes.lm.generation import completion_forward, generate
-from rlnotes.lm.grpo_tasks import StallingAdditionTask, finetune
+from rlnotes.lm.grpo_tasks import ChainAdditionTask, StallingAdditionTask, finetune
 
 
 def tiny(task, seed=0):
@@ -178,6 +178,9 @@ class _EmptyTask(AdditionTask):
     (dict(scale="std"), "scale"),
     (dict(overlong=(4, 5)), "cache_len"),
     (dict(temperature=0.0), "temperature"),
+    (dict(supervision="steps"), "supervision"),
+    (dict(eval_samples=0), "eval_samples"),
+    (dict(supervision="process"), "step_rewards"),  # AdditionTask has no steps to check
 ])
 def test_train_grpo_bad_input(kw, name):
     task = AdditionTask()
@@ -242,3 +245,114 @@ def test_stalling_after_the_answer():
     assert task.max_new_tokens == 9 and task.config()["after"] is True
     with pytest.raises(ValueError, match="max_stall"):
         StallingAdditionTask(max_stall=6, after=True)
+
+
+# --- the chain task and process supervision ---------------------------------------------------
+
+
+def test_chain_task_demonstrations_rewards_and_steps():
+    task = ChainAdditionTask()
+    assert len(task.pairs("test")) == 1000 and len(task.pairs("train")) == 90 * 90 * 9 - 1000
+    assert not set(map(tuple, task.pairs("test"))) & set(map(tuple, task.pairs("train")[:20000]))
+    prompts, comp, mask = task.sft_batch(16, torch.Generator().manual_seed(0))
+    assert task.tokenizer.decode(prompts[0]).count("+") == 2 and task.max_len == 16
+    assert task.reward(prompts, comp, mask).tolist() == [1.0] * 16
+    r, ends = task.step_rewards(prompts, comp, mask)
+    assert r.tolist() == [[1.0, 1.0]] * 16
+    assert (ends[:, 1] == mask.sum(1) - 1).all() and (ends[:, 0] < ends[:, 1]).all()
+    eq = task.tokenizer.stoi["="]
+    assert all(comp[i, ends[i, 0]] == eq for i in range(16))
+    p = [task.prompt(12, 35, 7)] * 4
+    enc = lambda s: task.tokenizer.encode(s, bos=False, eos=True)  # noqa: E731
+    texts = [enc("47=54"), enc("48=55"), enc("48=54"), task.tokenizer.encode("47", bos=False)]
+    from rlnotes.lm.tasks import pad_completions
+    c, m = pad_completions(texts, task.tokenizer.eos_id)
+    assert task.reward(p, c, m).tolist() == [1.0, 0.0, 1.0, 0.0]  # outcome: the final result only
+    r, ends = task.step_rewards(p, c, m)
+    # a slip in step 1 (48) with a step 2 right for it (48 + 7 = 55): [0, 1]; no "=": [0, 0]
+    assert r.tolist() == [[1, 1], [0, 1], [0, 0], [0, 0]]
+    assert ends.tolist() == [[2, 5], [2, 5], [2, 5], [1, 1]]
+
+
+def test_chain_task_bad_input():
+    for kw, name in ((dict(n_test=0), "n_test"), (dict(n_test=90 * 90 * 9), "n_test"), (dict(seed=-1), "seed")):
+        with pytest.raises(ValueError, match=name):
+            ChainAdditionTask(**kw)
+    task = ChainAdditionTask()
+    with pytest.raises(ValueError, match="prompts"):
+        task.step_rewards([], torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3))
+    with pytest.raises(ValueError, match="completions"):
+        task.step_rewards([task.prompt(10, 10, 1)], torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="mask"):
+        task.step_rewards([task.prompt(10, 10, 1)], torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4))
+
+
+def test_train_grpo_process_supervision_runs_and_differs_from_outcome():
+    class Graded(ChainAdditionTask):  # step rewards that vary, even for an untrained model
+        def step_rewards(self, prompts, completions, mask):
+            r, ends = super().step_rewards(prompts, completions, mask)
+            g = torch.Generator().manual_seed(len(prompts) + int(completions.sum()))
+            return torch.randint(0, 2, r.shape, generator=g).float(), ends
+
+    task = Graded()
+    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, n_layers=1, n_heads=2, width=16, seed=0)
+    kw = dict(n_prompts=4, group_size=4, eval_every=10, beta=0.0, lr=1e-3)
+    po, ho = train_grpo(model, task, 3, supervision="outcome", **kw)
+    pp, hp = train_grpo(model, task, 3, supervision="process", **kw)
+    assert ho["reward"][0] == hp["reward"][0]  # same first samples
+    assert all(np.isfinite(hp["loss"])) and hp["loss"] != ho["loss"]
+    assert any(not torch.equal(a, b) for a, b in zip(pp.parameters(), model.parameters()))
+
+
+def test_grpo_loss_per_token_advantages_equal_broadcast_ones():
+    from rlnotes.grpo import grpo_loss
+    g = torch.Generator().manual_seed(3)
+    logp = -torch.rand(4, 5, generator=g, dtype=torch.float64)
+    old = logp + 0.1 * torch.randn(4, 5, generator=g, dtype=torch.float64)
+    mask = (torch.arange(5)[None] < torch.tensor([[2], [5], [3], [1]])).long()
+    adv = torch.randn(4, generator=g, dtype=torch.float64)
+    for loss_type in ("grpo", "dapo", "dr_grpo"):
+        a = grpo_loss(logp, old, None, adv, mask, loss_type=loss_type)
+        per_tok = adv[:, None].expand(4, 5).clone()
+        per_tok[mask == 0] = float("nan")  # padding may hold anything
+        b = grpo_loss(logp, old, None, per_tok, mask, loss_type=loss_type)
+        torch.testing.assert_close(a, b)
+
+
+def test_chain_model_bad_input():
+    from rlnotes.lm.grpo_tasks import chain_model
+    for kw, name in ((dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed")):
+        with pytest.raises(ValueError, match=name):
+            chain_model(**kw)
+
+
+def test_pass_at_1_samples_and_bad_input():
+    from rlnotes.grpo import pass_at_1
+    task = AdditionTask(n_test=20)
+    model = tiny(task)
+    assert pass_at_1(model, task, generator=torch.Generator().manual_seed(0)) == 0.0  # untrained
+    one = pass_at_1(model, task, generator=torch.Generator().manual_seed(0), samples=3)
+    assert one == 0.0
+    for kw, name in ((dict(samples=0), "samples"), (dict(samples=1.5), "samples"),
+                     (dict(batch_size=0), "batch_size")):
+        with pytest.raises(ValueError, match=name):
+            pass_at_1(model, task, **kw)
+    with pytest.raises(ValueError, match="split"):
+        pass_at_1(model, _EmptyTask(), "train")
+
+
+def test_pass_at_1_of_a_perfect_policy_is_one():
+    from rlnotes.grpo import pass_at_1
+
+    class Oracle(AdditionTask):  # every completion is right
+        def reward(self, prompts, completions, mask):
+            return torch.ones(len(prompts))
+
+    task = Oracle(n_test=10)
+    assert pass_at_1(tiny(task), task, samples=2) == 1.0
+
+
+def test_train_grpo_without_greedy_evaluation():
+    task = AdditionTask(n_test=20)
+    _, h = train_grpo(tiny(task), task, 2, n_prompts=2, group_size=2, eval_every=1, eval_greedy=False)
+    assert len(h["greedy"]) == 3 and all(np.isnan(h["greedy"])) and len(h["pass1"]) == 3
