@@ -22,7 +22,7 @@ import torch
 
 from rlnotes._validate import require_in_range, require_int, require_real
 from rlnotes.mdp import TabularMDP
-from rlnotes.returns import gae
+from rlnotes.returns import discounted_returns, gae
 
 __all__ = ["softmax_policy", "check_policy", "discounted_visitation", "exact_objective",
            "exact_gradient", "policy_gradient_theorem", "sample_episodes",
@@ -236,11 +236,7 @@ def reinforce_estimates(mdp: TabularMDP, theta, mu0, psi: str, num_episodes: int
     gamma = mdp.gamma
     disc = gamma ** np.arange(T)[:, None]
     V, Q = _exact_values(mdp, pi)
-    G = np.zeros_like(r)
-    acc = np.zeros(M)
-    for t in range(T - 1, -1, -1):  # reward-to-go G_t
-        acc = r[t] + gamma * acc
-        G[t] = acc
+    G = discounted_returns(r, gamma)  # reward-to-go G_t (rewards are 0 after the end)
     w = {"total": np.broadcast_to(G[0], (T, M)),
          "reward_to_go": disc * G,
          "baseline": disc * (G - V[s]),

@@ -7,13 +7,13 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
                                     expect_own_work, format_mismatch)
-from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
+from rlnotes.exercises.a2c import (check_n_step_returns, check_vtrace)
 from rlnotes.exercises.dpo import (check_dpo_loss, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_polyak_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
-from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
+from rlnotes.exercises.pg import (check_linear_softmax_reinforce, check_reward_to_go)
 from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient)
 from rlnotes.exercises.rlhf import (check_gather_logprobs, check_kl_penalised_rewards,
                                     check_token_gae)
@@ -33,9 +33,9 @@ __all__ = [
     # Deep Q-networks
     "check_dqn_targets", "check_polyak_update",
     # Policy gradients
-    "check_reward_to_go", "check_softmax_reinforce",
+    "check_reward_to_go", "check_linear_softmax_reinforce",
     # Actor-critic and generalised advantage estimation
-    "check_gae", "check_n_step_returns",
+    "check_n_step_returns", "check_vtrace",
     # TRPO and PPO
     "check_conjugate_gradient", "check_clipped_surrogate",
     # Reinforcement learning from human feedback
