@@ -371,10 +371,10 @@ def gaussian_score_estimates(mu, std, reward_fn, num_samples: int, *, seed: int 
     """Score-function estimates of the gradient of E[r(a)], a ~ N(mu, diag(std^2)), with
     respect to (mu, std): one row per sample, shape (M, 2k),
 
-        g = (r(a) - b) [ (a - mu) / std^2 ,  ((a - mu)^2 - std^2) / std^3 ],
+        g = (r(a) - c) [ (a - mu) / std^2 ,  ((a - mu)^2 - std^2) / std^3 ],
 
     the two halves being grad_mu log N(a) and grad_std log N(a). ``reward_fn`` maps (M, k)
-    actions to (M,) rewards; ``baseline`` b is a constant (it does not depend on a).
+    actions to (M,) rewards; ``baseline`` c is a constant (it does not depend on a).
 
     Defined in: Policy gradients, section Continuous actions: Gaussian policies.
     """
