@@ -152,6 +152,16 @@ def test_vtrace(capsys):
                "last_value")
 
     fails_with(check_vtrace, _unclipped_ok, "clipped at 1")
+
+    def trace_without_ratio(r, V, d, last, g, l, q):  # rho on delta only
+        rho = np.minimum(1.0, q)
+        nxt = np.r_[V[1:], last]
+        v, acc = np.zeros(len(r)), 0.0
+        for t in range(len(r) - 1, -1, -1):
+            acc = rho[t] * (r[t] + g * (1 - d[t]) * nxt[t] - V[t]) + g * l * (1 - d[t]) * acc
+            v[t] = V[t] + acc
+        return v
+    fails_with(check_vtrace, trace_without_ratio, "cuts the trace")
     fails_with(check_vtrace,
                lambda r, V, d, last, g, l, q: vtrace_ok(r, V, d, last, g, l, q) + 0.1, "off by")
 
