@@ -22,7 +22,7 @@ import torch
 
 from rlnotes._validate import require_in_range, require_int, require_real
 from rlnotes.mdp import TabularMDP
-from rlnotes.returns import gae
+from rlnotes.returns import discounted_returns, gae
 
 __all__ = ["softmax_policy", "check_policy", "discounted_visitation", "exact_objective",
            "exact_gradient", "policy_gradient_theorem", "sample_episodes",
@@ -236,11 +236,7 @@ def reinforce_estimates(mdp: TabularMDP, theta, mu0, psi: str, num_episodes: int
     gamma = mdp.gamma
     disc = gamma ** np.arange(T)[:, None]
     V, Q = _exact_values(mdp, pi)
-    G = np.zeros_like(r)
-    acc = np.zeros(M)
-    for t in range(T - 1, -1, -1):  # reward-to-go G_t
-        acc = r[t] + gamma * acc
-        G[t] = acc
+    G = discounted_returns(r, gamma)  # reward-to-go G_t (rewards are 0 after the end)
     w = {"total": np.broadcast_to(G[0], (T, M)),
          "reward_to_go": disc * G,
          "baseline": disc * (G - V[s]),
@@ -375,10 +371,10 @@ def gaussian_score_estimates(mu, std, reward_fn, num_samples: int, *, seed: int 
     """Score-function estimates of the gradient of E[r(a)], a ~ N(mu, diag(std^2)), with
     respect to (mu, std): one row per sample, shape (M, 2k),
 
-        g = (r(a) - b) [ (a - mu) / std^2 ,  ((a - mu)^2 - std^2) / std^3 ],
+        g = (r(a) - c) [ (a - mu) / std^2 ,  ((a - mu)^2 - std^2) / std^3 ],
 
     the two halves being grad_mu log N(a) and grad_std log N(a). ``reward_fn`` maps (M, k)
-    actions to (M,) rewards; ``baseline`` b is a constant (it does not depend on a).
+    actions to (M,) rewards; ``baseline`` c is a constant (it does not depend on a).
 
     Defined in: Policy gradients, section Continuous actions: Gaussian policies.
     """

@@ -7,7 +7,7 @@ Checks for each chapter live in their own module and are re-exported here, so a 
 
 from rlnotes.exercises.core import (CHECKS, ExerciseFailed, Parts, check, expect, expect_close,
                                     expect_own_work, format_mismatch)
-from rlnotes.exercises.a2c import (check_gae, check_n_step_returns)
+from rlnotes.exercises.a2c import (check_n_step_returns, check_vtrace)
 from rlnotes.exercises.dpo import (check_cdpo_loss, check_dpo_loss,
                                    check_entropy_regularised_optimum, check_optimal_policy)
 from rlnotes.exercises.dqn import (check_dqn_targets, check_n_step_dqn_targets,
@@ -16,7 +16,7 @@ from rlnotes.exercises.grpo import (check_group_advantages, check_group_advantag
                                     check_grpo_aggregate)
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
-from rlnotes.exercises.pg import (check_reward_to_go, check_softmax_reinforce)
+from rlnotes.exercises.pg import (check_linear_softmax_reinforce, check_reward_to_go)
 from rlnotes.exercises.ppo import (check_clipped_surrogate, check_conjugate_gradient,
                                    check_dual_clip_loss, check_preconditioned_cg)
 from rlnotes.exercises.rlhf import (check_completion_logprobs, check_gather_logprobs,
@@ -38,9 +38,9 @@ __all__ = [
     # Deep Q-networks
     "check_dqn_targets", "check_polyak_update", "check_target_update", "check_n_step_dqn_targets",
     # Policy gradients
-    "check_reward_to_go", "check_softmax_reinforce",
+    "check_reward_to_go", "check_linear_softmax_reinforce",
     # Actor-critic and GAE
-    "check_gae", "check_n_step_returns",
+    "check_vtrace", "check_n_step_returns",
     # TRPO and PPO
     "check_conjugate_gradient", "check_clipped_surrogate", "check_preconditioned_cg",
     "check_dual_clip_loss",

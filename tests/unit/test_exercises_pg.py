@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 from rlnotes import a2c
-from rlnotes.exercises import (CHECKS, ExerciseFailed, check_gae, check_n_step_returns,
-                               check_reward_to_go, check_softmax_reinforce)
+from rlnotes import pg_exact, reinforce
+from rlnotes.exercises import (CHECKS, ExerciseFailed, check_linear_softmax_reinforce,
+                               check_n_step_returns, check_reward_to_go, check_vtrace)
+from rlnotes.exercises.a2c import vtrace_reference
+from rlnotes.exercises.pg import linear_softmax_reinforce_reference
 from rlnotes.returns import discounted_returns, gae
 
 
@@ -17,7 +20,7 @@ def fails_with(check, solution, hint_part):
 
 
 def test_checks_are_registered():
-    for name in ("check_reward_to_go", "check_softmax_reinforce", "check_gae",
+    for name in ("check_reward_to_go", "check_linear_softmax_reinforce", "check_vtrace",
                  "check_n_step_returns"):
         assert name in CHECKS
 
@@ -41,67 +44,135 @@ def test_reward_to_go(capsys):
     fails_with(check_reward_to_go, lambda r, g: rtg_ok(r, g)[:2], "one number per")
     fails_with(check_reward_to_go, lambda r, g: rtg_ok(r, g) + 1, "backwards")
     fails_with(check_reward_to_go, lambda r, g: discounted_returns(r, g), "rlnotes' own")
+    fails_with(check_reward_to_go,
+               lambda r, g: reinforce.episode_psi(r[:, None], np.ones((len(r), 1), bool), g)[:, 0],
+               "rlnotes' own")
 
 
-# ---- softmax REINFORCE
-def reinforce_ok(theta, states, actions, weights):
-    pi = np.exp(theta - theta.max(1, keepdims=True))
+# ---- linear softmax REINFORCE
+def linear_ok(theta, features, states, actions, psi):
+    logits = features @ theta
+    pi = np.exp(logits - logits.max(1, keepdims=True))
     pi /= pi.sum(1, keepdims=True)
     g = np.zeros_like(theta)
-    for s, a, w in zip(states, actions, weights):
-        score = -pi[s].copy()
-        score[a] += 1
-        g[s] += w * score
+    for s, a, w in zip(states, actions, psi):
+        g += w * (features[s, a] - pi[s] @ features[s])
     return g
 
 
-def test_softmax_reinforce():
-    check_softmax_reinforce.raw(reinforce_ok)
-    fails_with(check_softmax_reinforce, lambda th, s, a, w: -reinforce_ok(th, s, a, w),
+def test_linear_softmax_reinforce_reference_is_the_tabular_score_for_one_hot_features():
+    rng = np.random.default_rng(0)
+    S, A, T = 3, 4, 10
+    theta = rng.normal(size=S * A)
+    features = np.eye(S * A).reshape(S, A, S * A)     # phi(s, a) = e_{(s, a)}: tabular softmax
+    states, actions, psi = rng.integers(S, size=T), rng.integers(A, size=T), rng.normal(size=T)
+    pi = pg_exact.softmax_policy(theta.reshape(S, A))
+    tabular = np.zeros((S, A))
+    for s, a, w in zip(states, actions, psi):
+        tabular[s] += w * (np.eye(A)[a] - pi[s])
+    got = linear_softmax_reinforce_reference(theta, features, states, actions, psi)
+    np.testing.assert_allclose(got, tabular.reshape(-1), atol=1e-12)
+    np.testing.assert_allclose(linear_ok(theta, features, states, actions, psi), got, atol=1e-12)
+
+
+def test_linear_softmax_reinforce(capsys):
+    assert check_linear_softmax_reinforce(linear_ok) is None
+    assert "PASSED" in capsys.readouterr().out
+    fails_with(check_linear_softmax_reinforce, lambda th, f, s, a, w: -linear_ok(th, f, s, a, w),
                "wrong sign")
 
-    def no_pi(theta, states, actions, weights):
-        g = np.zeros_like(theta)
-        for s, a, w in zip(states, actions, weights):
-            g[s, a] += w
-        return g
-    fails_with(check_softmax_reinforce, no_pi, "-pi")
-    fails_with(check_softmax_reinforce,
-               lambda th, s, a, w: reinforce_ok(th, s, a, np.ones_like(w)), "weights")
-    fails_with(check_softmax_reinforce, lambda th, s, a, w: reinforce_ok(th, s, a, w) * 2,
-               "row s_t")
+    def no_mean(theta, features, states, actions, psi):
+        return sum(w * features[s, a] for s, a, w in zip(states, actions, psi))
+    fails_with(check_linear_softmax_reinforce, no_mean, "expected-feature")
+
+    def uniform_mean(theta, features, states, actions, psi):
+        return sum(w * (features[s, a] - features[s].mean(0))
+                   for s, a, w in zip(states, actions, psi))
+    fails_with(check_linear_softmax_reinforce, uniform_mean, "weighted by the policy")
+    fails_with(check_linear_softmax_reinforce,
+               lambda th, f, s, a, w: linear_ok(th, f, s, a, np.ones_like(w)), "Psi_t are missing")
+    fails_with(check_linear_softmax_reinforce,
+               lambda th, f, s, a, w: linear_ok(th, f, s, a, w) * 2, "off by")
+    fails_with(check_linear_softmax_reinforce,
+               lambda th, f, s, a, w: np.zeros((f.shape[0], f.shape[1])), "shape")
+    fails_with(check_linear_softmax_reinforce,
+               lambda th, f, s, a, w: linear_softmax_reinforce_reference(th, f, s, a, w),
+               "rlnotes' own")
 
 
-# ---- GAE
-def gae_ok(rewards, values, dones, last_value, gamma, lam):
+# ---- V-trace
+def vtrace_ok(rewards, values, dones, last_value, gamma, lam, ratios):
     T = len(rewards)
-    A = np.zeros(T)
-    acc = 0.0
+    rho = np.minimum(1.0, ratios)
     nxt = np.r_[values[1:], last_value]
+    v = np.zeros(T)
+    acc = 0.0
     for t in range(T - 1, -1, -1):
         delta = rewards[t] + gamma * (1 - dones[t]) * nxt[t] - values[t]
-        acc = delta + gamma * lam * (1 - dones[t]) * acc
-        A[t] = acc
-    return A
+        acc = rho[t] * delta + gamma * lam * rho[t] * (1 - dones[t]) * acc
+        v[t] = values[t] + acc
+    return v
 
 
-def test_gae():
-    check_gae.raw(gae_ok)
-    fails_with(check_gae, lambda r, V, d, last, g, l: gae_ok(r, V, 0 * d, last, g, l), "done")
-    fails_with(check_gae, lambda r, V, d, last, g, l: gae_ok(r, V, d, 0.0, g, l), "last_value")
-    fails_with(check_gae, lambda r, V, d, last, g, l: gae_ok(r, V, d, last, g, 0.0), "lambda = 0")
+def test_vtrace_reference_identities():
+    rng = np.random.default_rng(0)
+    r, V = rng.normal(size=15), rng.normal(size=15)
+    d = (rng.random(15) < 0.2).astype(float)
+    ratios = np.exp(rng.normal(size=15))
+    # every ratio >= 1 (clipped to 1): on-policy, GAE's lambda-returns
+    for lam in (0.0, 0.7, 1.0):
+        np.testing.assert_allclose(vtrace_reference(r, V, d, 0.3, 0.9, lam, 1 + ratios),
+                                   gae(r, V, d, 0.3, 0.9, lam)[1], atol=1e-12)
+    np.testing.assert_allclose(vtrace_reference(r, V, d, 0.3, 0.9, 0.8, ratios),
+                               vtrace_ok(r, V, d, 0.3, 0.9, 0.8, ratios), atol=1e-12)
+    # the forward sum of the exercise's statement
+    lam, gamma = 0.8, 0.9
+    rho, nxt = np.minimum(1, ratios), np.r_[V[1:], 0.3]
+    delta = r + gamma * (1 - d) * nxt - V
+    trace = lambda t, k: np.prod([gamma * lam * rho[i] * (1 - d[i]) for i in range(t, k)])
+    forward = np.array([V[t] + sum(trace(t, k) * rho[k] * delta[k] for k in range(t, 15))
+                        for t in range(15)])
+    np.testing.assert_allclose(vtrace_reference(r, V, d, 0.3, gamma, lam, ratios), forward,
+                               atol=1e-12)
 
-    def no_gamma(r, V, d, last, g, l):
-        A = gae_ok(r, V, d, last, g, 0.0)
-        out = np.zeros(len(r))
-        acc = 0.0
-        for t in range(len(r) - 1, -1, -1):
-            acc = A[t] + l * (1 - d[t]) * acc
-            out[t] = acc
-        return out
-    fails_with(check_gae, no_gamma, "left out gamma")
-    fails_with(check_gae, lambda r, V, d, last, g, l: gae(r, V, d, last, g, l)[0],
+
+def test_vtrace(capsys):
+    assert check_vtrace(vtrace_ok) is None
+    assert "PASSED" in capsys.readouterr().out
+    fails_with(check_vtrace, lambda r, V, d, last, g, l, q: gae(r, V, d, last, g, l)[1],
                "rlnotes' own")
+    fails_with(check_vtrace,
+               lambda r, V, d, last, g, l, q: vtrace_ok(r, V, d, last, g, l, np.ones_like(q)),
+               "ignored")
+    fails_with(check_vtrace, lambda r, V, d, last, g, l, q: vtrace_ok(r, V, d, last, g, l, q)
+               - V, "not v_t - V(s_t)")
+    fails_with(check_vtrace, lambda r, V, d, last, g, l, q: vtrace_ok(r, V, 0 * d, last, g, l, q),
+               "done flags")
+    fails_with(check_vtrace, lambda r, V, d, last, g, l, q: vtrace_ok(r, V, d, 0.0, g, l, q),
+               "last_value")
+
+    fails_with(check_vtrace, _unclipped_ok, "clipped at 1")
+
+    def trace_without_ratio(r, V, d, last, g, l, q):  # rho on delta only
+        rho = np.minimum(1.0, q)
+        nxt = np.r_[V[1:], last]
+        v, acc = np.zeros(len(r)), 0.0
+        for t in range(len(r) - 1, -1, -1):
+            acc = rho[t] * (r[t] + g * (1 - d[t]) * nxt[t] - V[t]) + g * l * (1 - d[t]) * acc
+            v[t] = V[t] + acc
+        return v
+    fails_with(check_vtrace, trace_without_ratio, "cuts the trace")
+    fails_with(check_vtrace,
+               lambda r, V, d, last, g, l, q: vtrace_ok(r, V, d, last, g, l, q) + 0.1, "off by")
+
+
+def _unclipped_ok(r, V, d, last, g, l, q):
+    nxt = np.r_[V[1:], last]
+    v, acc = np.zeros(len(r)), 0.0
+    for t in range(len(r) - 1, -1, -1):
+        acc = q[t] * (r[t] + g * (1 - d[t]) * nxt[t] - V[t]) + g * l * q[t] * (1 - d[t]) * acc
+        v[t] = V[t] + acc
+    return v
 
 
 # ---- n-step returns
