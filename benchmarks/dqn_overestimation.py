@@ -3,8 +3,11 @@
 Every ``--every`` environment steps of a run with rlnotes' DQN defaults (``double=True``, and
 the same with ``double=False``), ``rlnotes.dqn.start_value_estimate`` compares the predicted
 value of 10 start states, the mean of max_a Q(s_0, a), with the discounted return the greedy
-policy then obtains from them (gamma = 0.99; an episode cut at 500 steps makes that return a
-lower bound, at most 99.3). Overestimation = predicted - obtained.
+policy then obtains from them, discounted with the gamma the agent trains with (``--gamma``,
+default: the trainer's default; an episode cut at 500 steps makes that return a lower bound,
+sum_{t<500} gamma^t). Overestimation = predicted - obtained. ``--gamma`` and ``--obs-clip`` are
+passed to ``dqn.train``, so the recorded run of the former defaults is reproduced with
+``--gamma 0.99 --obs-clip 10``.
 
     .venv/bin/python benchmarks/dqn_overestimation.py                 # 4 seeds, 50,000 steps
     .venv/bin/python benchmarks/dqn_overestimation.py --seeds 0 --budget 8192
@@ -16,6 +19,7 @@ Writes ``<out>/dqn_overestimation.md`` (table), ``.json`` (every measurement) an
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -30,7 +34,10 @@ import torch  # noqa: E402
 
 from rlnotes import dqn  # noqa: E402
 
-ENV_ID, GAMMA = "CartPole-v1", 0.99
+ENV_ID = "CartPole-v1"
+_TRAIN_DEFAULTS = inspect.signature(dqn.train).parameters
+GAMMA = _TRAIN_DEFAULTS["gamma"].default        # replaced by --gamma in main()
+OBS_CLIP = _TRAIN_DEFAULTS["obs_clip"].default  # replaced by --obs-clip in main()
 VARIANTS = {"double DQN (defaults)": dict(double=True), "plain DQN": dict(double=False)}
 
 
@@ -46,7 +53,8 @@ def measure(seed: int, budget: int, every: int, hp: dict) -> list[tuple[int, flo
             predicted, obtained = dqn.start_value_estimate(policy, ENV_ID, GAMMA, seed=seed)
             rows.append((int(steps), predicted, obtained))
 
-    dqn.train(ENV_ID, budget, seed=seed, callback=callback, **hp)
+    dqn.train(ENV_ID, budget, seed=seed, callback=callback,
+              **{"gamma": GAMMA, "obs_clip": OBS_CLIP, **hp})
     return rows
 
 
@@ -94,6 +102,7 @@ def figure(records: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> int:
+    global GAMMA, OBS_CLIP
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", nargs="*", type=int, default=list(range(4)))
     parser.add_argument("--budget", type=int, default=50_000)
@@ -103,7 +112,12 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--merge", nargs="*", default=None,
                         help="build the table and the figure from these .json files instead")
+    parser.add_argument("--gamma", type=float, default=GAMMA,
+                        help="discount of training and of the obtained return (default: dqn.train's)")
+    parser.add_argument("--obs-clip", type=float, default=OBS_CLIP,
+                        help="dqn.train's obs_clip (default: dqn.train's, no clip)")
     args = parser.parse_args(argv)
+    GAMMA, OBS_CLIP = args.gamma, args.obs_clip
     torch.set_num_threads(1)
     records = []
     if args.merge:
@@ -120,7 +134,8 @@ def main(argv=None) -> int:
                 f"{s}: {p:.1f} vs {g:.1f}" for s, p, g in rows), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"{ENV_ID}, seeds {args.seeds}, budget {args.budget:,} steps, gamma {GAMMA}; "
+    header = (f"{ENV_ID}, seeds {args.seeds}, budget {args.budget:,} steps, gamma {GAMMA}, "
+              f"obs_clip {OBS_CLIP}; "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
               f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
               f"torch {torch.__version__}; command: python {' '.join(sys.argv)}")

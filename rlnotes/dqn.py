@@ -220,7 +220,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - standardize_obs: standardise inputs with the mean and std of the first learning_starts
       steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
     - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping; a random
-      policy's cart position has std ~0.07, so a clip of 10 would hide positions beyond ~0.7,
+      policy's cart position has std ~0.08, so a clip of 10 would hide positions beyond ~0.8,
       far inside the track's edge at 2.4)
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
