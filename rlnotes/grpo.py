@@ -466,7 +466,10 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
 
 
 def _entropy_of(model, hidden, mask, temperature):
-    """Mean per-token entropy of the policy at the completion's tokens (no gradient)."""
+    """Mean per-token entropy at the completion's tokens (no gradient) of ``model.head`` applied
+    to ``hidden``. train_grpo passes the hidden states of the last forward pass and the head as it
+    is after the optimiser step, so the figure mixes the policies before and after one step (a
+    small difference at these learning rates; recorded benchmark tables use it as it is)."""
     with torch.no_grad():
         logits = model.head(hidden.detach()) / temperature
         logq = torch.log_softmax(logits.float(), dim=-1)
@@ -582,7 +585,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
     overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
-    (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
+    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start).
 
