@@ -466,7 +466,10 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
 
 
 def _entropy_of(model, hidden, mask, temperature):
-    """Mean per-token entropy of the policy at the completion's tokens (no gradient)."""
+    """Mean per-token entropy at the completion's tokens (no gradient) of ``model.head`` applied
+    to ``hidden``. train_grpo passes the hidden states of the last forward pass and the head as it
+    is after the optimiser step, so the figure mixes the policies before and after one step (a
+    small difference at these learning rates; recorded benchmark tables use it as it is)."""
     with torch.no_grad():
         logits = model.head(hidden.detach()) / temperature
         logq = torch.log_softmax(logits.float(), dim=-1)
@@ -529,7 +532,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
                grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
-               eval_samples=1, eval_greedy=True, seed=0, callback=None):
+               eval_samples=1, eval_greedy=True, eval_curve_samples=None, seed=0, callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -571,6 +574,10 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     eval_split        the split it is measured on
     eval_samples      sampled completions per held-out prompt for pass@1 (more: less noise)
     eval_greedy       also measure greedy accuracy at each evaluation (False: NaN, saves time)
+    eval_curve_samples  None: every evaluation as above; an int: the evaluations between the
+                      first and the last use this many samples a prompt, drawn from a
+                      generator of their own, so the first and last are those of a run that
+                      evaluates only at the start and the end (a cheaper curve)
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
@@ -578,7 +585,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
     overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
-    (per token), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
+    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start).
 
@@ -596,6 +603,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     oversample = require_int(oversample, "oversample", minimum=1)
     eval_every = require_int(eval_every, "eval_every", minimum=1)
     eval_samples = require_int(eval_samples, "eval_samples", minimum=1)
+    if eval_curve_samples is not None:
+        eval_curve_samples = require_int(eval_curve_samples, "eval_curve_samples", minimum=1)
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     require_choice(loss_type, "loss_type", LOSS_TYPES)
     require_choice(scale, "scale", SCALES)
@@ -626,12 +635,15 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
         opt = torch.optim.Adam(policy.parameters(), lr=lr)
 
         eval_gen = torch.Generator().manual_seed(10_000 + seed)
+        curve_gen = torch.Generator().manual_seed(20_000 + seed)
 
         def evaluate(step):
             policy.eval()
             hist["eval_step"].append(step)
+            curve = eval_curve_samples is not None and 0 < step < steps
             hist["pass1"].append(pass_at_1(policy, task, eval_split, temperature=temperature,
-                                           generator=eval_gen, samples=eval_samples))
+                                           generator=curve_gen if curve else eval_gen,
+                                           samples=eval_curve_samples if curve else eval_samples))
             hist["greedy"].append(accuracy(policy, task, eval_split) if eval_greedy else float("nan"))
             policy.train()
 

@@ -2,7 +2,8 @@
 
 Each check calls the reader's function on random inputs with fixed seeds, compares with
 rlnotes.grpo's implementation, and recognises the usual mistakes (the population std instead of
-Bessel's, a batch-wide mean, no centring; the three loss aggregations confused with each other).
+Bessel's, a batch-wide mean, no centring; the three loss aggregations confused with each other;
+micro-batches normalised by their own token counts).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import numpy as np
 import torch
 
 import rlnotes.grpo as grpo
-from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work
+from rlnotes.exercises.core import check, ExerciseFailed, expect_close, expect_own_work, format_mismatch
 from rlnotes.exercises.core import as_float_array as _numpy, call_reader as _call
 
-__all__ = ["check_group_advantages", "check_group_advantages_by_id", "check_grpo_aggregate"]
+__all__ = ["check_group_advantages", "check_group_advantages_by_id", "check_grpo_aggregate",
+           "check_micro_batch_losses"]
 
 
 
@@ -147,3 +149,85 @@ def check_group_advantages_by_id(my_group_advantages_by_id):
                                      "Each completion is compared with the completions of its own id.")
         expect_close(got, want, "the advantages",
                      hint="for each id i: sel = ids == i; A[sel] = (r[sel] - mean) / (std + 1e-4).")
+
+
+def _micro_batches(seed):
+    """K micro-batches of equal rows and unequal token counts, padding full of large garbage, the
+    per-token losses on policy (ratio 1, no penalty) as functions of a logp that takes gradients."""
+    g = torch.Generator().manual_seed(seed)
+    K, b, T = (4, 3, 6) if seed % 2 == 0 else (3, 5, 7)
+    lengths = torch.randint(1, T + 1, (K * b,), generator=g)
+    lengths[:b] = 1  # a micro-batch of one-token completions: its own count differs a lot
+    lengths[b:2 * b] = T
+    mask = torch.arange(T)[None] < lengths[:, None]
+    adv = torch.randn(K * b, generator=g, dtype=torch.float64)
+    logp = (-torch.rand((K * b, T), generator=g, dtype=torch.float64)).requires_grad_(True)
+    garbage = 1e3 * torch.randn((K * b, T), generator=g, dtype=torch.float64)
+    return K, b, mask, adv, logp, garbage
+
+
+@check
+def check_micro_batch_losses(my_micro_batch_losses):
+    """``my_micro_batch_losses(per_token_chunks, mask_chunks)`` -> K scalar losses, one per
+    micro-batch, whose sum (the gradients accumulated over K backward passes) equals the
+    token-level loss (``grpo_loss(loss_type="dapo")``) of the whole batch, value and gradient."""
+    expect_own_work(my_micro_batch_losses, grpo.grpo_loss)
+    for seed in range(3):
+        K, b, mask, adv, logp, garbage = _micro_batches(seed)
+        m = mask.double()
+        # the per-token loss grpo_loss aggregates, on policy: -A * ratio, ratio = 1 with gradient
+        per_token = -adv[:, None] * torch.exp(logp - logp.detach())
+        per_token = torch.where(mask, per_token, garbage)  # padding may hold anything
+        chunks = list(per_token.split(b))
+        masks = [x.clone() for x in mask.split(b)]
+        out = _call(my_micro_batch_losses, "my_micro_batch_losses", chunks, masks)
+        try:
+            losses = list(out)
+        except TypeError:
+            raise ExerciseFailed(f"my_micro_batch_losses returned a {type(out).__name__}: expected "
+                                 f"a list of {K} scalar losses.", "One loss per micro-batch.") from None
+        if len(losses) != K:
+            raise ExerciseFailed(f"{len(losses)} losses for {K} micro-batches.", "One loss per micro-batch.")
+        for k, loss in enumerate(losses):
+            if not isinstance(loss, torch.Tensor) or loss.shape != () or not loss.requires_grad:
+                raise ExerciseFailed(f"Loss {k} is not a scalar tensor that carries the gradient.",
+                                     "Build each loss from its chunk with torch operations.")
+        got = sum(float(x.detach()) for x in losses)
+        want = float(grpo.grpo_loss(logp.detach(), None, None, adv, mask, loss_type="dapo"))
+        pm = (per_token.detach() * m).split(b)
+        ms = m.split(b)
+        own = sum(float(x.sum() / c.sum()) for x, c in zip(pm, ms))
+        unmasked = float(per_token.detach().sum() / m.sum())
+        if np.isclose(got, own) and not np.isclose(own, want):
+            raise ExerciseFailed("Each micro-batch was divided by its own token count: "
+                                 f"{format_mismatch(got, want)}.",
+                                 "Every token of the whole batch weighs the same: divide each "
+                                 "micro-batch's sum by the token count of all K micro-batches.")
+        if np.isclose(got, own / K) and not np.isclose(own / K, want):
+            raise ExerciseFailed("The micro-batch means were averaged (each divided by its own token "
+                                 f"count, then by K): {format_mismatch(got, want)}.",
+                                 "That weighs a token of a short micro-batch more than one of a long "
+                                 "micro-batch; divide by the token count of the whole batch.")
+        if np.isclose(got, want / K) and not np.isclose(want / K, want):
+            raise ExerciseFailed(f"The losses sum to 1/K of the batch's loss: {format_mismatch(got, want)}.",
+                                 "Gradients accumulate as a sum: do not divide by K as well.")
+        if not np.isfinite(got):
+            raise ExerciseFailed("The summed losses are NaN or infinite.",
+                                 "Check for a division by zero, and select the real tokens with the mask.")
+        if abs(got - unmasked) < 1e-3 * abs(unmasked) or abs(got) > 100:
+            raise ExerciseFailed(f"The padded positions were summed in: {format_mismatch(got, want)}.",
+                                 "Padding may hold anything: select the real tokens with the mask "
+                                 "(torch.where or multiply) before summing.")
+        if not np.isclose(got, want, atol=1e-9, rtol=1e-9):
+            raise ExerciseFailed(f"The summed losses are off: {format_mismatch(got, want, atol=1e-9, rtol=1e-9)}.",
+                                 "sum over micro-batches of (masked sum of the chunk) / (real tokens "
+                                 "of all chunks).")
+        # the gradient the K backward passes accumulate, against grpo_loss's on the whole batch
+        logp.grad = None
+        sum(losses).backward()
+        got_grad = logp.grad.detach().clone()
+        ref = logp.detach().clone().requires_grad_(True)
+        grpo.grpo_loss(ref, None, None, adv, mask, loss_type="dapo").backward()
+        expect_close(got_grad, ref.grad, "the accumulated gradient of logp", atol=1e-9, rtol=1e-7,
+                     hint="The gradient must match grpo_loss(loss_type='dapo') on the whole batch: "
+                          "use torch operations only, on the chunks you were given.")

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from rlnotes.exercises import (ExerciseFailed, check_group_advantages, check_group_advantages_by_id,
-                               check_grpo_aggregate)
-from rlnotes.grpo import group_advantages
+                               check_grpo_aggregate, check_micro_batch_losses)
+from rlnotes.grpo import group_advantages, grpo_loss
 
 
 def good_adv(rewards, G):
@@ -126,3 +126,51 @@ def test_group_advantages_by_id_check_catches(wrong, words):
     with pytest.raises(ExerciseFailed) as err:
         check_group_advantages_by_id(wrong)
     assert words in err.value.message
+
+
+def good_micro(chunks, masks):
+    n = sum(m.sum() for m in masks)
+    return [torch.where(m.bool(), x, torch.zeros_like(x)).sum() / n for x, m in zip(chunks, masks)]
+
+
+def micro_own_count(chunks, masks):
+    return [(x * m).sum() / m.sum() for x, m in zip(chunks, masks)]
+
+
+def micro_averaged(chunks, masks):
+    return [(x * m).sum() / m.sum() / len(chunks) for x, m in zip(chunks, masks)]
+
+
+def micro_over_k(chunks, masks):
+    return [loss / len(chunks) for loss in good_micro(chunks, masks)]
+
+
+def micro_unmasked(chunks, masks):
+    n = sum(m.sum() for m in masks)
+    return [x.sum() / n for x in chunks]
+
+
+def micro_detached(chunks, masks):
+    return [loss.detach() for loss in good_micro(chunks, masks)]
+
+
+def micro_calls_rlnotes(chunks, masks):
+    grpo_loss(torch.zeros(1, 1), None, None, torch.zeros(1), torch.ones(1, 1))
+    return good_micro(chunks, masks)
+
+
+def test_micro_batch_losses_check_accepts_correct(capsys):
+    check_micro_batch_losses(good_micro)
+    assert "passed" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("wrong, words", [(micro_own_count, "its own token count"),
+                                          (micro_averaged, "averaged"), (micro_over_k, "1/K"),
+                                          (micro_unmasked, "padded"), (micro_detached, "gradient"),
+                                          (micro_calls_rlnotes, "rlnotes' own")])
+def test_micro_batch_losses_check_catches(wrong, words):
+    with pytest.raises(ExerciseFailed) as err:
+        check_micro_batch_losses(wrong)
+    assert words in err.value.message
+    if wrong in (micro_own_count, micro_averaged, micro_over_k, micro_unmasked):
+        assert "off by" in err.value.message  # the error size is printed

@@ -101,11 +101,22 @@ def test_advantages_equal_verl():
     torch.testing.assert_close(group_advantages(r, 4, scale="none"), verl_grpo_advantages(r, 4, False))
 
 
+def verl_vanilla_loss_mat(ratio, adv, eps=0.2, clip_ratio_c=3.0):
+    """verl's default per-token policy loss (core_algos.compute_policy_loss_vanilla): PPO's clip,
+    then the dual clip, which caps the loss of a token with A < 0 at -clip_ratio_c * A."""
+    clipped = torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - eps, 1 + eps))
+    dual = torch.min(-adv * clip_ratio_c, clipped)
+    return torch.where(adv < 0, dual, clipped)
+
+
 def test_loss_aggregations_equal_verl():
+    """One micro-batch, verl's default loss_scale_factor (None); verl's dual clip is inactive here
+    (no ratio reaches clip_ratio_c = 3, asserted), and the next test shows where it is not."""
     logp, old, ref, mask, r = batch(4)
     adv = group_advantages(r, 4)
     ratio = torch.exp(logp - old)
-    loss_mat = -torch.min(ratio * adv[:, None], torch.clamp(ratio, 0.8, 1.2) * adv[:, None])
+    assert float(ratio[mask.bool()].max()) < 3.0
+    loss_mat = verl_vanilla_loss_mat(ratio, adv[:, None].expand_as(ratio))
     B, T = logp.shape
     kw = dict(eps_low=0.2)
     torch.testing.assert_close(grpo_loss(logp, old, None, adv, mask, loss_type="dapo", **kw),
@@ -115,6 +126,19 @@ def test_loss_aggregations_equal_verl():
     # verl's Dr. GRPO mode does not divide by the batch size: B times rlnotes' (and TRL's) dr_grpo
     torch.testing.assert_close(B * grpo_loss(logp, old, None, adv, mask, loss_type="dr_grpo", **kw),
                                verl_agg(loss_mat, mask, "seq-mean-token-sum-norm"))
+
+
+def test_verl_dual_clip_differs_from_rlnotes_beyond_clip_ratio_c():
+    logp = torch.log(torch.tensor([[4.0, 1.0], [4.0, 1.0]], dtype=torch.float64))  # ratio 4 and 1
+    old = torch.zeros_like(logp)
+    mask = torch.ones_like(logp)
+    adv = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+    ratio = torch.exp(logp - old)
+    theirs = verl_agg(verl_vanilla_loss_mat(ratio, adv[:, None].expand_as(ratio)), mask, "token-mean")
+    ours = grpo_loss(logp, old, None, adv, mask, loss_type="dapo")
+    # the A < 0 token at ratio 4: rlnotes' loss is 4 (no dual clip), verl's is capped at 3
+    assert float(ours) == pytest.approx((4.0 + 1.0 - 1.2 - 1.0) / 4)
+    assert float(theirs) == pytest.approx((3.0 + 1.0 - 1.2 - 1.0) / 4)
 
 
 def test_k3_equals_verl_low_var_kl_in_range():

@@ -180,6 +180,8 @@ class _EmptyTask(AdditionTask):
     (dict(temperature=0.0), "temperature"),
     (dict(supervision="steps"), "supervision"),
     (dict(eval_samples=0), "eval_samples"),
+    (dict(eval_curve_samples=0), "eval_curve_samples"),
+    (dict(eval_curve_samples=1.5), "eval_curve_samples"),
     (dict(supervision="process"), "step_rewards"),  # AdditionTask has no steps to check
 ])
 def test_train_grpo_bad_input(kw, name):
@@ -188,6 +190,24 @@ def test_train_grpo_bad_input(kw, name):
     args.update(kw)
     with pytest.raises(ValueError, match=name):
         train_grpo(tiny(task), task, **args)
+
+
+def test_eval_curve_samples_keeps_the_first_and_last_evaluation():
+    """The cheaper curve draws from its own generator: the first and last pass@1 equal those of a
+    run evaluated only at the start and the end (same policy, same evaluation draws)."""
+    task = _EvenFirstTokenTask()  # a reward a random model earns half the time
+    kw = dict(n_prompts=2, group_size=2, warmup=0, eval_samples=2, eval_greedy=False, seed=3)
+    _, ends = train_grpo(tiny(task), task, 4, eval_every=4, **kw)
+    _, curve = train_grpo(tiny(task), task, 4, eval_every=1, eval_curve_samples=1, **kw)
+    assert curve["eval_step"] == [0, 1, 2, 3, 4] and ends["eval_step"] == [0, 4]
+    assert curve["pass1"][0] == ends["pass1"][0] and curve["pass1"][-1] == ends["pass1"][-1]
+    assert curve["reward"] == ends["reward"]  # training itself is untouched
+    assert 0.2 < ends["pass1"][0] < 0.8  # the draws matter: equality is not 0 == 0
+
+
+class _EvenFirstTokenTask(AdditionTask):
+    def reward(self, prompts, completions, mask):
+        return (completions[:, 0] % 2 == 0).float()
 
 
 def test_train_grpo_empty_prompt_set():
