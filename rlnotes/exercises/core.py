@@ -231,6 +231,25 @@ def call_reader(func, what: str, *args):
                              "Run it on a small example and compare shapes.") from None
 
 
+def reader_array(x, what: str, shape, *, read_hint: str, shape_hint: str,
+                 finite: bool = False) -> np.ndarray:
+    """The reader's result as a float64 numpy array of the expected ``shape`` (a tensor is
+    detached and moved to the CPU); :class:`ExerciseFailed` naming ``what`` when it cannot be
+    read (``read_hint`` says what to return), has another shape (``shape_hint``) or, with
+    ``finite``, holds NaN or infinite values."""
+    if torch.is_tensor(x):
+        x = x.detach().cpu().numpy()
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ExerciseFailed(f"{what} could not be read as an array ({err}).", read_hint) from None
+    if x.shape != shape:
+        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.", shape_hint)
+    if finite and not np.isfinite(x).all():
+        raise ExerciseFailed(f"{what} contains NaN or infinite values.", None)
+    return x
+
+
 def as_float_array(x, what: str) -> np.ndarray:
     """The reader's tensor (or array-like) as a float64 numpy array, detached and on the CPU."""
     if isinstance(x, torch.Tensor):

@@ -16,24 +16,15 @@ import numpy as np
 import torch
 
 from rlnotes import dqn
-from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work, reader_array
 
 __all__ = ["check_dqn_targets", "check_n_step_dqn_targets", "check_polyak_update",
            "check_target_update"]
 
 
 def _numpy(x, what: str, shape) -> np.ndarray:
-    if torch.is_tensor(x):
-        x = x.detach().cpu().numpy()
-    try:
-        x = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ExerciseFailed(f"{what} could not be read as an array ({err}).",
-                             "Return a tensor (or array) of numbers.") from None
-    if x.shape != shape:
-        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.",
-                             "Return one value per transition (or per weight), nothing more.")
-    return x
+    return reader_array(x, what, shape, read_hint='Return a tensor (or array) of numbers.',
+                        shape_hint='Return one value per transition (or per weight), nothing more.')
 
 
 def _dqn_batch(seed: int, B: int = 64, A: int = 3):

@@ -16,7 +16,7 @@ import torch
 
 from rlnotes import pg_exact, reinforce
 from rlnotes.exercises.core import (ExerciseFailed, call_reader, check, expect_own_work,
-                                   format_mismatch)
+                                   format_mismatch, reader_array)
 from rlnotes.returns import discounted_returns
 
 __all__ = ["check_reward_to_go", "check_linear_softmax_reinforce",
@@ -24,19 +24,8 @@ __all__ = ["check_reward_to_go", "check_linear_softmax_reinforce",
 
 
 def _numpy(x, what: str, shape) -> np.ndarray:
-    if torch.is_tensor(x):
-        x = x.detach().cpu().numpy()
-    try:
-        x = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ExerciseFailed(f"{what} could not be read as an array ({err}).",
-                             "Return a numpy array of numbers.") from None
-    if x.shape != shape:
-        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.",
-                             "Return one number per time step (per entry of theta).")
-    if not np.isfinite(x).all():
-        raise ExerciseFailed(f"{what} contains NaN or infinite values.", None)
-    return x
+    return reader_array(x, what, shape, read_hint='Return a numpy array of numbers.',
+                        shape_hint='Return one number per time step (per entry of theta).', finite=True)
 
 
 REWARD_TO_GO_HINTS = [

@@ -20,24 +20,15 @@ import numpy as np
 import torch
 
 from rlnotes import ppo, trpo
-from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work
+from rlnotes.exercises.core import ExerciseFailed, check, expect_own_work, reader_array
 
 __all__ = ["check_preconditioned_cg", "check_dual_clip_loss", "check_conjugate_gradient",
            "check_clipped_surrogate"]
 
 
 def _array(x, what: str, shape) -> np.ndarray:
-    if torch.is_tensor(x):
-        x = x.detach().cpu().numpy()
-    try:
-        x = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ExerciseFailed(f"{what} could not be read as an array ({err}).",
-                             "Return a torch tensor of numbers.") from None
-    if x.shape != shape:
-        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.",
-                             "Return x with b's shape (or a scalar loss).")
-    return x
+    return reader_array(x, what, shape, read_hint='Return a torch tensor of numbers.',
+                        shape_hint="Return x with b's shape (or a scalar loss).")
 
 
 def _system(seed: int, n: int):
