@@ -3,7 +3,7 @@
     python benchmarks/dqn_sweep.py CONFIGS.json NSEEDS DEADLINE_S [SEED0]
 
 CONFIGS.json is a list of keyword dicts for ``rlnotes.dqn.train``; every (config, seed) runs in
-its own process (16 at a time, one torch thread each) for 50,000 steps, evaluated every 2,048
+its own process ($SWEEP_PROCS at a time, default 16, one torch thread each) for 50,000 steps, evaluated every 2,048
 steps as in cartpole.py, stopping after three evaluations in a row >= 475 (SWEEP_STOP=0 runs
 on). Jobs are ordered seed-major, so a deadline leaves every config with about as many seeds.
 Writes ``$OUT/<CONFIGS>.jsonl``: per run the first and three-in-a-row steps, the process CPU
@@ -69,7 +69,7 @@ if __name__ == "__main__":
     name = os.path.splitext(os.path.basename(sys.argv[1]))[0]
     out = open(os.path.join(os.environ.get("OUT", "."), name + ".jsonl"), "w")
     t, n = time.time(), 0
-    pool = mp.Pool(16)
+    pool = mp.Pool(int(os.environ.get("SWEEP_PROCS", "16")))
     try:
         for r in pool.imap_unordered(run, jobs, chunksize=1):
             out.write(json.dumps(r) + "\n")

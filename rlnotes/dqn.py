@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from rlnotes._validate import require_choice, require_gamma, require_in_range, require_int
+from rlnotes.deeprl.backprop import backward_into_grads, forward_keep, linear_layers
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
 from rlnotes.deeprl.networks import Standardize, mlp
@@ -32,8 +33,8 @@ from rlnotes.deeprl.training import (check_common, check_flag, check_hidden_size
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
 
-__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "polyak_update",
-           "start_value_estimate"]
+__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "dqn_loss_grad",
+           "polyak_update", "start_value_estimate"]
 
 
 class QPolicy:
@@ -146,6 +147,25 @@ def dqn_loss(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> 
     if loss == "huber":
         return F.smooth_l1_loss(q_sa, targets)
     return F.mse_loss(q_sa, targets)
+
+
+def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> torch.Tensor:
+    """The gradient of :func:`dqn_loss` with respect to ``q_sa``, written out: with
+    ``delta = Q(s, a) - y`` over a minibatch of B, it is ``2 delta / B`` for "mse" and
+    ``clip(delta, -1, 1) / B`` for "huber" (the Huber loss's slope is the error, capped at 1).
+    ``q_sa`` and ``targets`` have shape (B,); the result too.
+
+    Defined in: Deep Q-networks, section The loss: Huber against squared error.
+    """
+    require_choice(loss, "loss", ("huber", "mse"))
+    if not (torch.is_tensor(q_sa) and torch.is_tensor(targets)) or q_sa.shape != targets.shape \
+            or q_sa.ndim != 1:
+        raise ValueError("q_sa and targets must be tensors of the same shape (B,), got "
+                         f"{getattr(q_sa, 'shape', q_sa)!r} and {getattr(targets, 'shape', targets)!r}")
+    delta = q_sa.detach() - targets.detach()
+    if loss == "huber":
+        return delta.clamp(-1.0, 1.0) / len(delta)
+    return delta * (2.0 / len(delta))
 
 
 @torch.no_grad()
@@ -283,6 +303,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         q_target = copy.deepcopy(q_net).requires_grad_(False)
         optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)
         params, target_params = list(q_net.parameters()), list(q_target.parameters())
+        layers, act = linear_layers(q_net[1])
         buffer = ReplayBuffer(buffer_size, (obs_dim,), device=dev)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -322,21 +343,27 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                 frac = min(1.0, steps / total_steps)
                 for group in optimizer.param_groups:
                     group["lr"] = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
-                for _ in range(gradient_steps):
-                    s, a, r, s2, term = buffer.sample(batch_size, generator)
-                    if double:  # one forward pass of the online net over s and s' together
-                        q_both = q_net(torch.cat([s, s2]))
-                        q_s, next_q_online = q_both[:batch_size], q_both[batch_size:].detach()
-                    else:
-                        q_s = q_net(s)
+                # All of the phase's minibatches in one draw (the buffer does not change during
+                # the phase), standardised once.
+                S, A, R, S2, TERM = buffer.sample(batch_size * gradient_steps, generator)
+                with torch.no_grad():
+                    S, S2 = q_net[0](S), q_net[0](S2)
+                for k in range(gradient_steps):
+                    rows = slice(k * batch_size, (k + 1) * batch_size)
+                    s, a, r, s2, term = S[rows], A[rows], R[rows], S2[rows], TERM[rows]
+                    # The online net's forward pass over s (kept for the backward pass) and s'
+                    # (double DQN's a*) together; the gradient is backpropagated by hand
+                    # (rlnotes.deeprl.backprop): the same numbers as dqn_loss(...).backward().
+                    q_both, inputs = forward_keep(layers, act, torch.cat([s, s2]))
+                    q_s = q_both[:batch_size]
                     with torch.no_grad():
-                        next_q_target = q_target(s2)
-                        y = td_targets(r, next_q_online if double else next_q_target,
+                        next_q_target = q_target[1](s2)
+                        y = td_targets(r, q_both[batch_size:] if double else next_q_target,
                                        next_q_target, term, gamma, double=double)
-                    q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
-                    loss_value = dqn_loss(q_sa, y, loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss_value.backward()
+                        q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
+                        grad_q = torch.zeros_like(q_s).scatter_(
+                            1, a.unsqueeze(1), dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
+                    backward_into_grads(layers, act, inputs, grad_q)
                     if max_grad_norm is not None:
                         torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
                     optimizer.step()
