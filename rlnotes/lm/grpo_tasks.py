@@ -51,6 +51,27 @@ class StallingAdditionTask(AdditionTask):
         return dict(super().config(), task=self.name, p_stall=self.p_stall, max_stall=self.max_stall,
                     after=self.after)
 
+    def stalls(self, prompts, completions, mask):
+        """Which completions stall: those holding an ``=`` (bool, shape (B,)). A completion
+        that begins a stall is wrong whatever follows, so how long it goes on does not change
+        its reward.
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        _check_batch(prompts, completions, mask)
+        return ((completions == self.tokenizer.stoi["="]) & mask.bool()).any(1)
+
+    def stall_length(self, prompts, completions, mask):
+        """Mean length (tokens, EOS included) of the stalling completions of a batch (NaN when
+        none stalls): the length GRPO's per-sequence normalisation acts on (a float).
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        s = self.stalls(prompts, completions, mask)
+        if not bool(s.any()):
+            return float("nan")
+        return float(mask.bool()[s].sum(1).double().mean())
+
     def sft_batch(self, n, generator=None):
         """``n`` training prompts; each completion is the answer or, with probability p_stall,
         a stall."""
