@@ -61,6 +61,13 @@ class StallingAdditionTask(AdditionTask):
         _check_batch(prompts, completions, mask)
         return ((completions == self.tokenizer.stoi["="]) & mask.bool()).any(1)
 
+    def stall_rate(self, prompts, completions, mask):
+        """Fraction of the batch's completions that stall (a float).
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        return float(self.stalls(prompts, completions, mask).double().mean())
+
     def stall_length(self, prompts, completions, mask):
         """Mean length (tokens, EOS included) of the stalling completions of a batch (NaN when
         none stalls): the length GRPO's per-sequence normalisation acts on (a float).

@@ -174,7 +174,7 @@ def test_train_grpo_records_extra_metrics_of_the_samples():
 
     def rate(prompts, comp, mask):
         seen.append((len(prompts), tuple(comp.shape)))
-        return float(task.stalls(prompts, comp, mask).float().mean())
+        return task.stall_rate(prompts, comp, mask)
 
     _, h = train_grpo(model, task, 3, n_prompts=2, group_size=3, eval_every=5, eval_greedy=False,
                       metrics={"stall_rate": rate, "len_stall": task.stall_length})
@@ -280,6 +280,7 @@ def test_stalls_and_stall_length_by_hand():
     comp, mask = pad_completions(rows, eos)
     assert task.stalls(prompts, comp, mask).tolist() == [False, True, True, False]
     assert task.stall_length(prompts, comp, mask) == (3 + 6) / 2  # EOS included, stalls only
+    assert task.stall_rate(prompts, comp, mask) == 0.5
     assert np.isnan(task.stall_length(prompts[:1], comp[:1], mask[:1]))  # no stall: NaN
     # a masked-out '=' (padding past EOS) is not a stall
     comp2 = comp.clone()
@@ -297,7 +298,7 @@ def test_stalls_and_stall_length_by_hand():
 ])
 def test_stalls_bad_input(args, name):
     task = StallingAdditionTask()
-    for f in (task.stalls, task.stall_length):
+    for f in (task.stalls, task.stall_rate, task.stall_length):
         with pytest.raises(ValueError, match=name):
             f(*args)
 
