@@ -11,7 +11,7 @@ Run from the repository root (two GRPO runs per seed):
     .venv/bin/python benchmarks/bench_grpo_length_gap.py --seeds 0,1,2,3,4 --beta 0
 
 The chapter's 450-step SFT model of the addition task is fine-tuned for ``--finetune`` steps on
-``StallingAdditionTask(p_stall, max_stall)`` demonstrations, then trained with GRPO (per-sequence
+``StallingAdditionTask(p_stall, max_stall)`` demonstrations (``stall_model``, cached), then trained with GRPO (per-sequence
 token means, std-normalised advantages) and with Dr. GRPO (constant denominator, no std), both
 with the k3 KL penalty ``--beta`` to the fine-tuned model (which keeps some stalls to measure),
 the chapter's batch and learning rate; ``--losses grpo_nostd,dr_grpo_std`` runs the other two
@@ -34,8 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the working tree's rlnotes
 from rlnotes.grpo import train_grpo  # noqa: E402
-from rlnotes.lm import AdditionTask, sft_model  # noqa: E402
-from rlnotes.lm.grpo_tasks import StallingAdditionTask, finetune  # noqa: E402
+from rlnotes.lm.grpo_tasks import stall_model  # noqa: E402
 
 
 LOSSES = {  # name -> (label, train_grpo's loss_type and scale)
@@ -60,9 +59,7 @@ def main(argv=None):
                          "aggregation and std scaling)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    sft, _ = sft_model(AdditionTask(), seed=0, steps=450)
-    task = StallingAdditionTask(p_stall=args.p_stall, max_stall=args.max_stall)
-    staller = finetune(sft, task, args.finetune, lr=1e-3)
+    staller, task = stall_model(args.p_stall, args.max_stall, args.finetune)
     W = args.window
     metrics = {"len_stall": task.stall_length,
                "stall_rate": task.stall_rate}

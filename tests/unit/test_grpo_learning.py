@@ -6,7 +6,7 @@ import torch
 
 import rlnotes.grpo as grpo
 import rlnotes.lm as lm
-from rlnotes.lm.grpo_tasks import StallingAdditionTask, chain_model, finetune
+from rlnotes.lm.grpo_tasks import chain_model, stall_model
 
 BASE = dict(n_prompts=16, group_size=8, lr=2e-4, warmup=10)
 
@@ -30,10 +30,7 @@ def test_stalls_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
     GRPO and moves by less than half a token under Dr. GRPO, on seeds 0 and 1, while both cut
     the stall rate (GRPO more); the wrong - right gap moves by less than 0.1 token."""
     torch.set_num_threads(1)
-    task = lm.AdditionTask()
-    sft, _ = lm.sft_model(task, seed=0, steps=450)
-    stall_task = StallingAdditionTask(p_stall=0.5, max_stall=6)
-    staller = finetune(sft, stall_task, 100, lr=1e-3)
+    staller, stall_task = stall_model(p_stall=0.5, max_stall=6, steps=100)
     metrics = {"len_stall": stall_task.stall_length, "stall_rate": stall_task.stall_rate}
     last = {}
     for name, kw in (("grpo", dict(loss_type="grpo", scale="group")),

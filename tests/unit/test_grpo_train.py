@@ -10,7 +10,7 @@ from rlnotes.grpo import (group_advantages, group_forward, grpo_step_metrics, pr
 from rlnotes.lm import AdditionTask, TinyGPT
 from rlnotes.lm.generation import completion_forward, generate
 from rlnotes.lm.tasks import pad_completions
-from rlnotes.lm.grpo_tasks import ChainAdditionTask, StallingAdditionTask, finetune
+from rlnotes.lm.grpo_tasks import ChainAdditionTask, StallingAdditionTask, finetune, stall_model
 
 
 def tiny(task, seed=0):
@@ -314,6 +314,29 @@ def test_finetune_copies_and_learns_to_stall():
     for bad, name in ((dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=0), "batch_size")):
         with pytest.raises(ValueError, match=name):
             finetune(model, task, **{"steps": 1, **bad})
+
+
+def test_stall_model_is_the_cached_fine_tuned_sft_model():
+    """stall_model = finetune(SFT model, StallingAdditionTask(p_stall, max_stall), steps), and a
+    second call (from the cache) returns the same weights."""
+    torch.set_num_threads(1)
+    from rlnotes.lm import sft_model
+
+    model, task = stall_model(p_stall=0.5, max_stall=3, steps=3)
+    assert isinstance(task, StallingAdditionTask) and (task.p_stall, task.max_stall) == (0.5, 3)
+    sft, _ = sft_model(AdditionTask(), seed=0, steps=450)
+    ref = finetune(sft, task, 3, lr=1e-3)
+    again, _ = stall_model(p_stall=0.5, max_stall=3, steps=3)
+    for a, b, c in zip(model.state_dict().values(), ref.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert not model.training
+
+
+@pytest.mark.parametrize("kw, name", [(dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed"),
+                                      (dict(p_stall=2.0), "p_stall"), (dict(max_stall=0), "max_stall")])
+def test_stall_model_bad_input(kw, name):
+    with pytest.raises(ValueError, match=name):
+        stall_model(**kw)
 
 
 def test_stalling_after_the_answer():
