@@ -2,9 +2,10 @@
 
 ``StallingAdditionTask`` is the addition task of :class:`rlnotes.lm.tasks.AdditionTask` whose
 demonstrations sometimes *stall*: instead of an answer, a run of ``=`` signs then EOS, which is
-always wrong and has a length of its own. A policy fine-tuned on them can be wrong in two ways, a
-wrong number (as short as a right one) or a stall (longer), which is what the length bias of
-per-sequence loss normalisation acts on (Liu et al. 2025).
+always wrong and has a length of its own. Once a stall has begun, how long it goes on does not
+change the reward, and the policy can see that it is stalling: a decision of the kind that the
+length bias of per-sequence loss normalisation acts on (Liu et al. 2025). ``stall_model`` is the
+SFT model fine-tuned on these demonstrations.
 
 Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
 """
