@@ -532,7 +532,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
                dynamic_sampling=False, oversample=2, overlong=None, temperature=1.0,
                grad_clip=1.0, supervision="outcome", eval_every=10, eval_split="test",
-               eval_samples=1, eval_greedy=True, eval_curve_samples=None, seed=0, callback=None):
+               eval_samples=1, eval_greedy=True, eval_curve_samples=None, metrics=None, seed=0,
+               callback=None):
     r"""Train ``model`` on a verifiable ``task`` with GRPO (or Dr. GRPO, or DAPO); returns
     ``(policy, history)``, ``policy`` a trained copy (``model`` itself is left unchanged and
     serves as pi_ref).
@@ -578,6 +579,9 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                       first and the last use this many samples a prompt, drawn from a
                       generator of their own, so the first and last are those of a run that
                       evaluates only at the start and the end (a cheaper curve)
+    metrics           None or a dict ``{name: f}`` of extra per-step statistics of the samples:
+                      ``f(prompts, completions, mask)`` returns a float (NaN allowed), recorded
+                      under ``history[name]`` (names must not clash with the keys below)
     seed              sampling of prompts and completions
     callback          ``callback(step, policy, history)`` after each step; True stops training
     ================  ==========================================================================
@@ -587,7 +591,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
     (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
-    accuracy) hold the held-out evaluations (step 0 is the start).
+    accuracy) hold the held-out evaluations (step 0 is the start); each of ``metrics`` one value
+    per step, computed on all the step's samples (before dynamic sampling's selection).
 
     Defined in: GRPO, section Training that works.
     """
@@ -627,6 +632,13 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     hist = {k: [] for k in ("reward", "accuracy", "length", "len_correct", "len_wrong", "zero_var",
                             "entropy", "kl", "loss", "gen_s", "update_s", "gen_cpu_s", "update_cpu_s", "eval_step", "pass1",
                             "greedy")}
+    metrics = {} if metrics is None else metrics
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) and callable(f) for k, f in metrics.items()):
+        raise ValueError(f"metrics must be None or a dict of name -> callable, got {metrics!r}")
+    clash = sorted(set(metrics) & set(hist))
+    if clash:
+        raise ValueError(f"metrics must not reuse history's keys, got {clash}")
+    hist.update({k: [] for k in metrics})
     with single_thread(device):
         ref = freeze(model)
         policy = copy.deepcopy(model).train()
@@ -668,6 +680,7 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             if overlong is not None:
                 rewards = rewards + overlong_penalty(lengths, *overlong).to(rewards.dtype)
             stats = grpo_step_metrics(rewards, correct, lengths, group_size)
+            stats.update({k: float(f(prompts, comp, mask)) for k, f in metrics.items()})
             groups = torch.arange(n_groups)
             if dynamic_sampling:  # keep the first n_prompts informative groups
                 informative = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]

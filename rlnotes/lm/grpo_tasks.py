@@ -2,9 +2,10 @@
 
 ``StallingAdditionTask`` is the addition task of :class:`rlnotes.lm.tasks.AdditionTask` whose
 demonstrations sometimes *stall*: instead of an answer, a run of ``=`` signs then EOS, which is
-always wrong and has a length of its own. A policy fine-tuned on them can be wrong in two ways, a
-wrong number (as short as a right one) or a stall (longer), which is what the length bias of
-per-sequence loss normalisation acts on (Liu et al. 2025).
+always wrong and has a length of its own. Once a stall has begun, how long it goes on does not
+change the reward, and the policy can see that it is stalling: a decision of the kind that the
+length bias of per-sequence loss normalisation acts on (Liu et al. 2025). ``stall_model`` is the
+SFT model fine-tuned on these demonstrations.
 
 Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
 """
@@ -18,7 +19,7 @@ from rlnotes._validate import require_in_range, require_int
 from rlnotes.lm.sft import sft_loss, single_thread
 from rlnotes.lm.tasks import AdditionTask, _check_batch, pad_completions
 
-__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "chain_model"]
+__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "stall_model", "chain_model"]
 
 
 class StallingAdditionTask(AdditionTask):
@@ -50,6 +51,34 @@ class StallingAdditionTask(AdditionTask):
     def config(self) -> dict:
         return dict(super().config(), task=self.name, p_stall=self.p_stall, max_stall=self.max_stall,
                     after=self.after)
+
+    def stalls(self, prompts, completions, mask):
+        """Which completions stall: those holding an ``=`` (bool, shape (B,)). A completion
+        that begins a stall is wrong whatever follows, so how long it goes on does not change
+        its reward.
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        _check_batch(prompts, completions, mask)
+        return ((completions == self.tokenizer.stoi["="]) & mask.bool()).any(1)
+
+    def stall_rate(self, prompts, completions, mask):
+        """Fraction of the batch's completions that stall (a float).
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        return float(self.stalls(prompts, completions, mask).double().mean())
+
+    def stall_length(self, prompts, completions, mask):
+        """Mean length (tokens, EOS included) of the stalling completions of a batch (NaN when
+        none stalls): the length GRPO's per-sequence normalisation acts on (a float).
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        s = self.stalls(prompts, completions, mask)
+        if not bool(s.any()):
+            return float("nan")
+        return float(mask.bool()[s].sum(1).double().mean())
 
     def sft_batch(self, n, generator=None):
         """``n`` training prompts; each completion is the answer or, with probability p_stall,
@@ -93,6 +122,49 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
             loss.backward()
             opt.step()
     return model.eval()
+
+
+def _finetuned(name, task, steps, lr, seed):
+    """The addition task's 450-step SFT model (seed ``seed``) fine-tuned for ``steps`` steps on
+    ``task`` (:func:`finetune`), from the lab's cache when it is there, else trained now."""
+    import hashlib
+    import sys
+
+    from rlnotes.lm.cache import cached
+    from rlnotes.lm.model import TinyGPT
+    from rlnotes.lm.sft import sft_model
+
+    base_task = AdditionTask()
+    sft, _ = sft_model(base_task, seed=seed, steps=450)
+    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
+    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
+                  seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
+                                                        for v in sft.state_dict().values())).hexdigest()[:16],
+                  torch=torch.__version__.split("+")[0])
+
+    def build():
+        model = finetune(sft.cpu(), task, steps, lr=lr, seed=seed)
+        return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+    entry = cached(name, config, build, sys.modules[__name__])
+    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
+    model.load_state_dict(entry["state"])
+    return model.to(next(sft.parameters()).device).eval()
+
+
+def stall_model(p_stall=0.5, max_stall=6, steps=100, *, lr=1e-3, seed=0):
+    """The starting point of the length-bias experiment: the addition task's 450-step SFT model
+    fine-tuned for ``steps`` steps on ``StallingAdditionTask(p_stall, max_stall)``'s
+    demonstrations (:func:`finetune`), so that it sometimes stalls; from the lab's cache when it
+    is there (rlnotes.lm.cache), else trained now (a few seconds). Returns ``(model, task)``.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+    """
+    steps = require_int(steps, "steps", minimum=1)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    seed = require_int(seed, "seed", minimum=0)
+    task = StallingAdditionTask(p_stall=p_stall, max_stall=max_stall)
+    return _finetuned("ft-stalling-addition", task, steps, lr, seed), task
 
 
 class ChainAdditionTask(AdditionTask):
@@ -209,29 +281,8 @@ def chain_model(steps=400, *, lr=1e-3, seed=0):
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
-    import hashlib
-    import sys
-
-    from rlnotes.lm.cache import cached
-    from rlnotes.lm.model import TinyGPT
-    from rlnotes.lm.sft import sft_model
-
     steps = require_int(steps, "steps", minimum=1)
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
-    task, base_task = ChainAdditionTask(), AdditionTask()
-    sft, _ = sft_model(base_task, seed=seed, steps=450)
-    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
-    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
-                  seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
-                                                        for v in sft.state_dict().values())).hexdigest()[:16],
-                  torch=torch.__version__.split("+")[0])
-
-    def build():
-        model = finetune(sft.cpu(), task, steps, lr=lr, seed=seed)
-        return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
-
-    entry = cached("ft-chain-addition", config, build, sys.modules[__name__])
-    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
-    model.load_state_dict(entry["state"])
-    return model.to(next(sft.parameters()).device).eval(), task
+    task = ChainAdditionTask()
+    return _finetuned("ft-chain-addition", task, steps, lr, seed), task

@@ -9,7 +9,8 @@ from rlnotes.grpo import (group_advantages, group_forward, grpo_step_metrics, pr
                           rloo_advantages, train_grpo)
 from rlnotes.lm import AdditionTask, TinyGPT
 from rlnotes.lm.generation import completion_forward, generate
-from rlnotes.lm.grpo_tasks import ChainAdditionTask, StallingAdditionTask, finetune
+from rlnotes.lm.tasks import pad_completions
+from rlnotes.lm.grpo_tasks import ChainAdditionTask, StallingAdditionTask, finetune, stall_model
 
 
 def tiny(task, seed=0):
@@ -163,6 +164,37 @@ def test_train_grpo_variants_run():
         assert len(h["loss"]) == 2 and all(np.isfinite(h["loss"]))
 
 
+def test_train_grpo_records_extra_metrics_of_the_samples():
+    """metrics={name: f} adds one value a step, computed on that step's samples: the stall
+    task's stall rate of a model fine-tuned to always stall is 1, and its stall length is the
+    batch's mean length."""
+    task = StallingAdditionTask(p_stall=1.0, max_stall=3)
+    model = finetune(tiny(task), task, 40, batch_size=16, lr=1e-2)
+    seen = []
+
+    def rate(prompts, comp, mask):
+        seen.append((len(prompts), tuple(comp.shape)))
+        return task.stall_rate(prompts, comp, mask)
+
+    _, h = train_grpo(model, task, 3, n_prompts=2, group_size=3, eval_every=5, eval_greedy=False,
+                      metrics={"stall_rate": rate, "len_stall": task.stall_length})
+    assert len(h["stall_rate"]) == len(h["len_stall"]) == 3
+    assert all(n == 6 and c[0] == 6 for n, c in seen)  # every sample of the step
+    assert h["stall_rate"][0] > 0.5 and 2 <= h["len_stall"][0] <= task.max_new_tokens
+    assert "len_wrong" in h and len(h["len_wrong"]) == 3  # the usual keys are still there
+
+
+@pytest.mark.parametrize("metrics, name", [
+    ([len], "metrics"),                      # not a dict
+    ({"x": 3}, "metrics"),                   # not callable
+    ({"len_wrong": lambda p, c, m: 0.0}, "metrics"),  # clashes with a history key
+])
+def test_train_grpo_bad_metrics(metrics, name):
+    task = AdditionTask()
+    with pytest.raises(ValueError, match=name):
+        train_grpo(tiny(task), task, 1, metrics=metrics)
+
+
 class _EmptyTask(AdditionTask):
     def pairs(self, split="train"):
         return np.zeros((0, 2), dtype=int)
@@ -239,6 +271,38 @@ def test_stalling_task_bad_input(kw, name):
         StallingAdditionTask(**kw)
 
 
+def test_stalls_and_stall_length_by_hand():
+    task = StallingAdditionTask(p_stall=0.5, max_stall=6)
+    t = task.tokenizer
+    eq, eos = t.stoi["="], t.eos_id
+    prompts = [t.encode("12+35=")] * 4
+    rows = [t.encode("47", bos=False, eos=True), [eq, eq, eos], [eq] * 5 + [eos], t.encode("48", bos=False, eos=True)]
+    comp, mask = pad_completions(rows, eos)
+    assert task.stalls(prompts, comp, mask).tolist() == [False, True, True, False]
+    assert task.stall_length(prompts, comp, mask) == (3 + 6) / 2  # EOS included, stalls only
+    assert task.stall_rate(prompts, comp, mask) == 0.5
+    assert np.isnan(task.stall_length(prompts[:1], comp[:1], mask[:1]))  # no stall: NaN
+    # a masked-out '=' (padding past EOS) is not a stall
+    comp2 = comp.clone()
+    comp2[0, -1] = eq
+    assert not bool(task.stalls(prompts, comp2, mask)[0])
+    # the stall's own length in the demonstrations: k + 1 with k uniform in 1..6, mean 4.5
+    p, c, m = task.sft_batch(2000, torch.Generator().manual_seed(0))
+    assert abs(task.stall_length(p, c, m) - 4.5) < 0.15
+
+
+@pytest.mark.parametrize("args, name", [
+    (([], torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3)), "prompts"),
+    (([[1, 2]], torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3)), "completions"),
+    (([[1, 2]], torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4)), "mask"),
+])
+def test_stalls_bad_input(args, name):
+    task = StallingAdditionTask()
+    for f in (task.stalls, task.stall_rate, task.stall_length):
+        with pytest.raises(ValueError, match=name):
+            f(*args)
+
+
 def test_finetune_copies_and_learns_to_stall():
     task = StallingAdditionTask(p_stall=1.0, max_stall=2)
     model = tiny(task)
@@ -250,6 +314,29 @@ def test_finetune_copies_and_learns_to_stall():
     for bad, name in ((dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=0), "batch_size")):
         with pytest.raises(ValueError, match=name):
             finetune(model, task, **{"steps": 1, **bad})
+
+
+def test_stall_model_is_the_cached_fine_tuned_sft_model():
+    """stall_model = finetune(SFT model, StallingAdditionTask(p_stall, max_stall), steps), and a
+    second call (from the cache) returns the same weights."""
+    torch.set_num_threads(1)
+    from rlnotes.lm import sft_model
+
+    model, task = stall_model(p_stall=0.5, max_stall=3, steps=3)
+    assert isinstance(task, StallingAdditionTask) and (task.p_stall, task.max_stall) == (0.5, 3)
+    sft, _ = sft_model(AdditionTask(), seed=0, steps=450)
+    ref = finetune(sft, task, 3, lr=1e-3)
+    again, _ = stall_model(p_stall=0.5, max_stall=3, steps=3)
+    for a, b, c in zip(model.state_dict().values(), ref.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert not model.training
+
+
+@pytest.mark.parametrize("kw, name", [(dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed"),
+                                      (dict(p_stall=2.0), "p_stall"), (dict(max_stall=0), "max_stall")])
+def test_stall_model_bad_input(kw, name):
+    with pytest.raises(ValueError, match=name):
+        stall_model(**kw)
 
 
 def test_stalling_after_the_answer():
