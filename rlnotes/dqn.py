@@ -25,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from rlnotes._validate import require_choice, require_gamma, require_in_range, require_int
-from rlnotes.deeprl.backprop import backward_into_grads, forward_keep, linear_layers
+from rlnotes.deeprl.backprop import (backward_into_grads, flatten_parameters, forward_keep,
+                                     linear_layers)
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
+from rlnotes.deeprl.flat_adam import FlatAdam
 from rlnotes.deeprl.networks import Standardize, mlp
 from rlnotes.deeprl.training import (check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
@@ -150,22 +152,23 @@ def dqn_loss(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> 
 
 
 def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> torch.Tensor:
-    """The gradient of :func:`dqn_loss` with respect to ``q_sa``, written out: with
-    ``delta = Q(s, a) - y`` over a minibatch of B, it is ``2 delta / B`` for "mse" and
-    ``clip(delta, -1, 1) / B`` for "huber" (the Huber loss's slope is the error, capped at 1).
-    ``q_sa`` and ``targets`` have shape (B,); the result too.
+    """The gradient of :func:`dqn_loss` with respect to ``q_sa``, written out: with the TD error
+    ``delta = y - Q(s, a)`` over a minibatch of B, it is ``-2 delta / B`` for "mse" and
+    ``-clip(delta, -1, 1) / B`` for "huber" (the Huber loss's slope is the error, capped at 1).
+    ``q_sa`` and ``targets`` have shape (B,); the result too. :func:`train` backpropagates it
+    by hand (:mod:`rlnotes.deeprl.backprop`).
 
-    Defined in: Deep Q-networks, section The loss: Huber against squared error.
+    Defined in: Deep Q-networks, section DQN on CartPole.
     """
     require_choice(loss, "loss", ("huber", "mse"))
     if not (torch.is_tensor(q_sa) and torch.is_tensor(targets)) or q_sa.shape != targets.shape \
             or q_sa.ndim != 1:
         raise ValueError("q_sa and targets must be tensors of the same shape (B,), got "
                          f"{getattr(q_sa, 'shape', q_sa)!r} and {getattr(targets, 'shape', targets)!r}")
-    delta = q_sa.detach() - targets.detach()
+    error = q_sa.detach() - targets.detach()  # = -delta
     if loss == "huber":
-        return delta.clamp(-1.0, 1.0) / len(delta)
-    return delta * (2.0 / len(delta))
+        return error.clamp(-1.0, 1.0) / len(error)
+    return error * (2.0 / len(error))
 
 
 @torch.no_grad()
@@ -301,9 +304,13 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         q_net = torch.nn.Sequential(Standardize(obs_dim, clip=obs_clip, device=dev),
                                     mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
         q_target = copy.deepcopy(q_net).requires_grad_(False)
-        optimizer = torch.optim.Adam(q_net.parameters(), lr=learning_rate, fused=True)
-        params, target_params = list(q_net.parameters()), list(q_target.parameters())
+        # Each network's weights live in one flat tensor (the layers hold views of it), so Adam
+        # and the Polyak average are one operation each rather than one per weight tensor.
+        layer_params = list(q_net.parameters())  # per layer; after the next line, views of the flat tensor
+        params, target_params = [flatten_parameters(q_net)], [flatten_parameters(q_target)]
+        optimizer = FlatAdam(params[0], lr=learning_rate)  # torch.optim.Adam's fused update
         layers, act = linear_layers(q_net[1])
+        target_layers, _ = linear_layers(q_target[1])
         buffer = ReplayBuffer(buffer_size, (obs_dim,), device=dev)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -341,23 +348,25 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                     q_target[0].load_state_dict(q_net[0].state_dict())
                 # Train: gradient_steps minibatch updates, the step size decaying linearly.
                 frac = min(1.0, steps / total_steps)
-                for group in optimizer.param_groups:
-                    group["lr"] = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
+                optimizer.lr = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
                 # All of the phase's minibatches in one draw (the buffer does not change during
                 # the phase), standardised once.
                 S, A, R, S2, TERM = buffer.sample(batch_size * gradient_steps, generator)
                 with torch.no_grad():
                     S, S2 = q_net[0](S), q_net[0](S2)
+                    # minibatch k's states s and next states s', stacked: rows [s; s'] of SS2[k]
+                    SS2 = torch.cat([S.view(gradient_steps, batch_size, -1),
+                                     S2.view(gradient_steps, batch_size, -1)], dim=1)
                 for k in range(gradient_steps):
                     rows = slice(k * batch_size, (k + 1) * batch_size)
-                    s, a, r, s2, term = S[rows], A[rows], R[rows], S2[rows], TERM[rows]
+                    a, r, s2, term = A[rows], R[rows], S2[rows], TERM[rows]
                     # The online net's forward pass over s (kept for the backward pass) and s'
                     # (double DQN's a*) together; the gradient is backpropagated by hand
                     # (rlnotes.deeprl.backprop): the same numbers as dqn_loss(...).backward().
-                    q_both, inputs = forward_keep(layers, act, torch.cat([s, s2]))
+                    q_both, inputs = forward_keep(layers, act, SS2[k])
                     q_s = q_both[:batch_size]
                     with torch.no_grad():
-                        next_q_target = q_target[1](s2)
+                        next_q_target, _ = forward_keep(target_layers, act, s2)
                         y = td_targets(r, q_both[batch_size:] if double else next_q_target,
                                        next_q_target, term, gamma, double=double)
                         q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
@@ -365,7 +374,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                             1, a.unsqueeze(1), dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
                     backward_into_grads(layers, act, inputs, grad_q)
                     if max_grad_norm is not None:
-                        torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+                        torch.nn.utils.clip_grad_norm_(layer_params, max_grad_norm, foreach=True)
                     optimizer.step()
                     updates += 1
                     if updates % target_update_interval == 0:

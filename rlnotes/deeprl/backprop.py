@@ -1,20 +1,23 @@
 """Backpropagation through an MLP, written out by hand.
 
 For a network of the form ``Linear -> act -> Linear -> act -> ... -> Linear`` (what
-:func:`rlnotes.deeprl.mlp` builds), with layer inputs ``h_0 = x`` and ``h_l = act(W_l h_{l-1} + b_l)``,
-the chain rule gives, from the gradient ``g = dL/d(output)`` of a (B, out) batch back to the first
-layer:
+:func:`rlnotes.deeprl.mlp` builds), with one row per example, ``h_0 = x`` the (B, d_0) batch of
+inputs, ``z_l = h_{l-1} W_l^T + b_l``, ``h_l = act(z_l)`` for the hidden layers and ``z_L`` the
+output, the chain rule gives, from ``g_L = dL/dz_L`` back to the first layer
+(``g_l = dL/dz_l``, a (B, d_l) matrix):
 
     dL/dW_l = g_l^T h_{l-1},    dL/db_l = sum over the batch of g_l,
-    g_{l-1} = (g_l W_l) * act'(h_{l-1})
+    g_{l-1} = (g_l W_l) * act'(h_{l-1})      (for l > 1)
 
 with ``act'(h) = 1[h > 0]`` for ReLU and ``1 - h^2`` for tanh (both written in terms of the
 layer's *output*, which the forward pass keeps anyway). Two matrix products per layer.
 
 Why by hand: for the 64x64 networks of the CartPole chapters the arithmetic is tiny and
 PyTorch's autograd bookkeeping (recording the graph, then walking it) costs more than the matrix
-products themselves. DQN takes tens of thousands of such gradient steps, and doing them this way
-makes each about 1.5x faster (``benchmarks/README.md``). The tests pin the result to autograd's.
+products themselves. DQN takes tens of thousands of such gradient steps; with this, the flat
+parameters of :func:`flatten_parameters` and :class:`rlnotes.deeprl.flat_adam.FlatAdam`, a DQN
+run takes about half the CPU time it took with autograd and ``torch.optim.Adam``
+(``benchmarks/README.md``). The tests pin the gradients to autograd's.
 
 Defined in: Deep Q-networks, section DQN on CartPole.
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["linear_layers", "forward_keep", "backward_into_grads"]
+__all__ = ["linear_layers", "forward_keep", "backward_into_grads", "flatten_parameters"]
 
 
 def linear_layers(net: nn.Sequential) -> tuple[list[nn.Linear], str]:
@@ -98,8 +101,48 @@ def backward_into_grads(layers: list[nn.Linear], activation: str, inputs: list[t
     B = g.shape[0]
     for i in range(len(layers) - 1, -1, -1):
         h = inputs[i][:B]
-        layers[i].weight.grad = g.t().mm(h)
-        layers[i].bias.grad = g.sum(0)
+        weight, bias = layers[i].weight, layers[i].bias
+        if weight.grad is None or bias.grad is None:
+            weight.grad, bias.grad = g.t().mm(h), g.sum(0)
+        else:  # in place: the gradients may be views of one flat tensor (flatten_parameters)
+            torch.mm(g.t(), h, out=weight.grad)
+            torch.sum(g, 0, out=bias.grad)
         if i > 0:
-            g = g.mm(layers[i].weight)
-            g = g.mul_(h > 0) if activation == "relu" else g.mul_(1.0 - h * h)
+            g = g.mm(weight)
+            if activation == "relu":
+                g = torch.ops.aten.threshold_backward(g, h, 0.0)  # g * 1[h > 0], one operation
+            else:
+                g = g.mul_(1.0 - h * h)
+
+
+@torch.no_grad()
+def flatten_parameters(module: nn.Module) -> torch.Tensor:
+    """Store all of ``module``'s parameters, and their gradients, in one flat tensor each, and
+    return the flat parameter tensor (a leaf with ``.grad`` set to the flat gradient).
+
+    Every parameter becomes a view of the returned tensor (values unchanged), and its ``.grad``
+    a view of the flat gradient, so that an optimiser or a Polyak average given ``[flat]``
+    updates every weight in one operation instead of one per tensor; for a small network
+    those per-tensor operations cost more than the arithmetic. Write gradients in place
+    (as :func:`backward_into_grads` does when ``.grad`` exists), or the views are lost.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    params = list(module.parameters())
+    if not params:
+        raise ValueError("module must have at least one parameter")
+    if len({(p.dtype, p.device) for p in params}) > 1:
+        raise ValueError("module's parameters must share one dtype and one device")
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    flat_grad = torch.zeros_like(flat)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[offset:offset + n].view_as(p)
+        p.grad = flat_grad[offset:offset + n].view_as(p)
+        offset += n
+    flat.requires_grad_(True)
+    flat.grad = flat_grad
+    return flat

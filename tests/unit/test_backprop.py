@@ -4,7 +4,8 @@ import torch
 
 from rlnotes import dqn
 from rlnotes.deeprl import mlp
-from rlnotes.deeprl.backprop import backward_into_grads, forward_keep, linear_layers
+from rlnotes.deeprl.backprop import backward_into_grads, flatten_parameters, forward_keep, linear_layers
+from rlnotes.deeprl.flat_adam import FlatAdam
 
 
 def _autograd_grads(net, x, grad_out):
@@ -102,3 +103,73 @@ def test_dqn_loss_grad_rejects_bad_input():
         dqn.dqn_loss_grad([0.0] * 4, q, "mse")
     with pytest.raises(ValueError, match="q_sa and targets"):
         dqn.dqn_loss_grad(torch.zeros(4, 2), torch.zeros(4, 2), "mse")
+
+
+def test_flatten_parameters_keeps_values_and_makes_views():
+    torch.manual_seed(3)
+    net = mlp([4, 8, 2])
+    before = [p.detach().clone() for p in net.parameters()]
+    flat = flatten_parameters(net)
+    assert flat.shape == (sum(p.numel() for p in before),) and flat.grad.shape == flat.shape
+    for p, b in zip(net.parameters(), before):
+        assert torch.equal(p, b)
+    with torch.no_grad():
+        flat.add_(1.0)  # one operation moves every weight
+    for p, b in zip(net.parameters(), before):
+        assert torch.equal(p, b + 1.0)
+    layers, act = linear_layers(net)
+    x = torch.randn(5, 4)
+    _, inputs = forward_keep(layers, act, x)
+    backward_into_grads(layers, act, inputs, torch.ones(5, 2))  # written into the flat gradient
+    assert torch.equal(flat.grad, torch.cat([p.grad.reshape(-1) for p in net.parameters()]))
+    assert flat.grad.abs().sum() > 0
+
+
+def test_flatten_parameters_rejects_bad_input():
+    with pytest.raises(ValueError, match="module"):
+        flatten_parameters([torch.zeros(2)])
+    with pytest.raises(ValueError, match="at least one parameter"):
+        flatten_parameters(torch.nn.ReLU())
+    mixed = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double())
+    with pytest.raises(ValueError, match="dtype"):
+        flatten_parameters(mixed)
+
+
+def test_flat_adam_is_torch_adam_bit_for_bit():
+    torch.manual_seed(4)
+    a, b = mlp([4, 16, 2]), mlp([4, 16, 2])
+    b.load_state_dict(a.state_dict())
+    reference = torch.optim.Adam(a.parameters(), lr=3e-3, fused=True)
+    flat = flatten_parameters(b)
+    ours = FlatAdam(flat, lr=3e-3)
+    for step in range(20):
+        x = torch.randn(32, 4)
+        reference.zero_grad()
+        (a(x) ** 2).mean().backward()
+        with torch.no_grad():
+            for p, q in zip(b.parameters(), a.parameters()):
+                p.grad.copy_(q.grad)
+        lr = 3e-3 * (1 - step / 20)  # a schedule, set between steps
+        for group in reference.param_groups:
+            group["lr"] = lr
+        ours.lr = lr
+        reference.step()
+        ours.step()
+    for p, q in zip(b.parameters(), a.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_flat_adam_rejects_bad_input():
+    flat = torch.zeros(3, requires_grad=True)
+    with pytest.raises(ValueError, match="param"):
+        FlatAdam(torch.zeros(2, 2), lr=1e-3)
+    with pytest.raises(ValueError, match="lr"):
+        FlatAdam(flat, lr=0.0)
+    with pytest.raises(ValueError, match="betas"):
+        FlatAdam(flat, lr=1e-3, betas=(0.9,))
+    with pytest.raises(ValueError, match=r"betas\[1\]"):
+        FlatAdam(flat, lr=1e-3, betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="eps"):
+        FlatAdam(flat, lr=1e-3, eps=-1.0)
+    with pytest.raises(ValueError, match="grad"):
+        FlatAdam(flat, lr=1e-3).step()
