@@ -680,7 +680,13 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
             if overlong is not None:
                 rewards = rewards + overlong_penalty(lengths, *overlong).to(rewards.dtype)
             stats = grpo_step_metrics(rewards, correct, lengths, group_size)
-            stats.update({k: float(f(prompts, comp, mask)) for k, f in metrics.items()})
+            for k, f in metrics.items():
+                value = f(prompts, comp, mask)
+                try:
+                    stats[k] = float(value)
+                except (TypeError, ValueError, RuntimeError):
+                    raise ValueError(f"metrics[{k!r}] must return a number (or a one-element "
+                                     f"tensor), got {value!r}") from None
             groups = torch.arange(n_groups)
             if dynamic_sampling:  # keep the first n_prompts informative groups
                 informative = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]

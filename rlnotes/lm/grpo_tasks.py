@@ -127,6 +127,7 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
 def _finetuned(name, task, steps, lr, seed):
     """The addition task's 450-step SFT model (seed ``seed``) fine-tuned for ``steps`` steps on
     ``task`` (:func:`finetune`), from the lab's cache when it is there, else trained now."""
+    import copy
     import hashlib
     import sys
 
@@ -143,7 +144,7 @@ def _finetuned(name, task, steps, lr, seed):
                   torch=torch.__version__.split("+")[0])
 
     def build():
-        model = finetune(sft.cpu(), task, steps, lr=lr, seed=seed)
+        model = finetune(copy.deepcopy(sft).cpu(), task, steps, lr=lr, seed=seed)  # sft stays put
         return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
 
     entry = cached(name, config, build, sys.modules[__name__])

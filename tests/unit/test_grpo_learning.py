@@ -42,7 +42,7 @@ def test_stalls_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
             rate = np.asarray(h["stall_rate"]).reshape(-1, 10).mean(1)
             gap = np.nanmean((np.asarray(h["len_wrong"]) - np.asarray(h["len_correct"])).reshape(-1, 10), axis=1)
             assert rate[-1] < rate[0]
-            assert abs(gap[-1] - gap[0]) < 0.1  # the wrong - right gap shows no trend in 40 steps
+            assert gap[-1] - gap[0] < 0.05  # the wrong - right gap does not grow in 40 steps
             if name == "grpo":
                 assert length[-1] - length[0] > 0.5
             else:

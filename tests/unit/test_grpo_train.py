@@ -173,14 +173,17 @@ def test_train_grpo_records_extra_metrics_of_the_samples():
     seen = []
 
     def rate(prompts, comp, mask):
-        seen.append((len(prompts), tuple(comp.shape)))
+        seen.append((list(prompts), comp.clone(), mask.clone()))
         return task.stall_rate(prompts, comp, mask)
 
     _, h = train_grpo(model, task, 3, n_prompts=2, group_size=3, eval_every=5, eval_greedy=False,
                       metrics={"stall_rate": rate, "len_stall": task.stall_length})
     assert len(h["stall_rate"]) == len(h["len_stall"]) == 3
-    assert all(n == 6 and c[0] == 6 for n, c in seen)  # every sample of the step
-    assert h["stall_rate"][0] > 0.5 and 2 <= h["len_stall"][0] <= task.max_new_tokens
+    assert all(len(p) == 6 and c.shape[0] == 6 for p, c, _ in seen)  # every sample of the step
+    for k in range(3):  # each value is the metric of that step's samples
+        assert h["stall_rate"][k] == pytest.approx(float(task.stall_rate(*seen[k])))
+        assert h["len_stall"][k] == pytest.approx(float(task.stall_length(*seen[k])), nan_ok=True)
+    assert h["stall_rate"][0] > 0.5
     assert "len_wrong" in h and len(h["len_wrong"]) == 3  # the usual keys are still there
 
 
@@ -188,6 +191,7 @@ def test_train_grpo_records_extra_metrics_of_the_samples():
     ([len], "metrics"),                      # not a dict
     ({"x": 3}, "metrics"),                   # not callable
     ({"len_wrong": lambda p, c, m: 0.0}, "metrics"),  # clashes with a history key
+    ({"pair": lambda p, c, m: (1.0, 2.0)}, "metrics\\['pair'\\]"),  # not a number
 ])
 def test_train_grpo_bad_metrics(metrics, name):
     task = AdditionTask()
