@@ -80,6 +80,30 @@ class StallingAdditionTask(AdditionTask):
             return float("nan")
         return float(mask.bool()[s].sum(1).double().mean())
 
+    @torch.no_grad()
+    def stop_probability(self, model, max_k=None, n_prompts=200):
+        """The probability that ``model`` stops (emits EOS) right after a stall of ``k`` ``=``
+        signs, for k = 1..``max_k`` (default: the longest stall that fits, ``max_stall + 1``), at
+        temperature 1, averaged over the first ``n_prompts`` held-out prompts: the stop
+        probability p of the chapter's derivation. Returns a (max_k,) numpy array.
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        if not callable(model) or not hasattr(model, "parameters"):
+            raise ValueError(f"model must be a language model of the lab (a TinyGPT), got {type(model).__name__}")
+        longest = self.max_new_tokens - 1
+        max_k = longest if max_k is None else require_int(max_k, "max_k", minimum=1)
+        if max_k > longest:
+            raise ValueError(f"max_k must be at most {longest} (a stall and its EOS must fit the "
+                             f"{self.max_new_tokens}-token budget), got {max_k}")
+        n_prompts = require_int(n_prompts, "n_prompts", minimum=1)
+        prompts = self.prompts_of(self.pairs("test")[:n_prompts])
+        device = next(model.parameters()).device
+        eq, eos = self.tokenizer.stoi["="], self.tokenizer.eos_id
+        seqs = torch.tensor([p + [eq] * max_k for p in prompts], device=device)
+        logits = model(seqs)[:, self.prompt_len: self.prompt_len + max_k]  # after 1..max_k "="
+        return logits.float().softmax(-1)[..., eos].mean(0).cpu().numpy()
+
     def sft_batch(self, n, generator=None):
         """``n`` training prompts; each completion is the answer or, with probability p_stall,
         a stall."""

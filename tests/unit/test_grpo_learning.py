@@ -28,16 +28,20 @@ def test_stalls_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
     """The chapter's runs (section Loss aggregation and the length bias): the mean length of
     stalling completions, first 10-step window -> last, rises by more than half a token under
     GRPO and moves by less than half a token under Dr. GRPO, on seeds 0 and 1, while both cut
-    the stall rate (GRPO more); the wrong - right gap moves by less than 0.1 token."""
+    the stall rate (GRPO more); the wrong - right gap does not grow; and the probability of
+    stopping after a stall of k "=" falls below 0.6x the start's for every k under GRPO and not
+    below 0.95x under Dr. GRPO."""
     torch.set_num_threads(1)
     staller, stall_task = stall_model(p_stall=0.5, max_stall=6, steps=100)
+    p_ref = stall_task.stop_probability(staller)
     metrics = {"len_stall": stall_task.stall_length, "stall_rate": stall_task.stall_rate}
     last = {}
     for name, kw in (("grpo", dict(loss_type="grpo", scale="group")),
                      ("dr_grpo", dict(loss_type="dr_grpo", scale="none"))):
         for seed in (0, 1):
-            _, h = grpo.train_grpo(staller, stall_task, 40, beta=0.2, eval_every=40, eval_greedy=False,
-                                   metrics=metrics, seed=seed, **BASE, **kw)
+            policy, h = grpo.train_grpo(staller, stall_task, 40, beta=0.2, eval_every=40,
+                                        eval_greedy=False, metrics=metrics, seed=seed, **BASE, **kw)
+            p_stop = stall_task.stop_probability(policy)
             length = np.nanmean(np.asarray(h["len_stall"]).reshape(-1, 10), axis=1)
             rate = np.asarray(h["stall_rate"]).reshape(-1, 10).mean(1)
             gap = np.nanmean((np.asarray(h["len_wrong"]) - np.asarray(h["len_correct"])).reshape(-1, 10), axis=1)
@@ -45,8 +49,10 @@ def test_stalls_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
             assert gap[-1] - gap[0] < 0.05  # the wrong - right gap does not grow in 40 steps
             if name == "grpo":
                 assert length[-1] - length[0] > 0.5
+                assert (p_stop < 0.6 * p_ref).all()
             else:
                 assert abs(length[-1] - length[0]) < 0.5
+                assert (p_stop > 0.95 * p_ref).all()
             last[name, seed] = length[-1], rate[-1]
     for seed in (0, 1):
         assert last["grpo", seed][0] > last["dr_grpo", seed][0]  # longer stalls under GRPO

@@ -467,3 +467,26 @@ def test_train_grpo_without_greedy_evaluation():
     task = AdditionTask(n_test=20)
     _, h = train_grpo(tiny(task), task, 2, n_prompts=2, group_size=2, eval_every=1, eval_greedy=False)
     assert len(h["greedy"]) == 3 and all(np.isnan(h["greedy"])) and len(h["pass1"]) == 3
+
+
+def test_stop_probability_is_the_models_eos_probability_after_k_equals_signs():
+    task = StallingAdditionTask(p_stall=1.0, max_stall=3)
+    model = tiny(task).eval()
+    p = task.stop_probability(model, n_prompts=5)
+    assert p.shape == (task.max_new_tokens - 1,)
+    eq, eos = task.tokenizer.stoi["="], task.tokenizer.eos_id
+    prompts = task.prompts_of(task.pairs("test")[:5])
+    for k in (1, 3):
+        want = np.mean([torch.softmax(model(torch.tensor([pr + [eq] * k]))[0, -1], -1)[eos].item()
+                        for pr in prompts])
+        assert abs(p[k - 1] - want) < 1e-5
+    assert np.allclose(task.stop_probability(model, max_k=2, n_prompts=5), p[:2])
+
+
+@pytest.mark.parametrize("kw, name", [(dict(max_k=0), "max_k"), (dict(max_k=99), "max_k"),
+                                      (dict(n_prompts=0), "n_prompts"), (dict(model=len), "model")])
+def test_stop_probability_bad_input(kw, name):
+    task = StallingAdditionTask(p_stall=1.0, max_stall=3)
+    kw = {"model": tiny(task), **kw}
+    with pytest.raises(ValueError, match=name):
+        task.stop_probability(**kw)
