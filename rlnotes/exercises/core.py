@@ -232,11 +232,11 @@ def call_reader(func, what: str, *args):
 
 
 def reader_array(x, what: str, shape, *, read_hint: str, shape_hint: str,
-                 finite: bool = False) -> np.ndarray:
+                 finite: bool = False, finite_hint: str | None = None) -> np.ndarray:
     """The reader's result as a float64 numpy array of the expected ``shape`` (a tensor is
     detached and moved to the CPU); :class:`ExerciseFailed` naming ``what`` when it cannot be
     read (``read_hint`` says what to return), has another shape (``shape_hint``) or, with
-    ``finite``, holds NaN or infinite values."""
+    ``finite``, holds NaN or infinite values (``finite_hint``)."""
     if torch.is_tensor(x):
         x = x.detach().cpu().numpy()
     try:
@@ -246,7 +246,7 @@ def reader_array(x, what: str, shape, *, read_hint: str, shape_hint: str,
     if x.shape != shape:
         raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.", shape_hint)
     if finite and not np.isfinite(x).all():
-        raise ExerciseFailed(f"{what} contains NaN or infinite values.", None)
+        raise ExerciseFailed(f"{what} contains NaN or infinite values.", finite_hint)
     return x
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from rlnotes import mdp as _mdp
-from rlnotes.exercises.core import ExerciseFailed, check, expect, expect_own_work, format_mismatch
+from rlnotes.exercises.core import (ExerciseFailed, check, expect, expect_own_work, format_mismatch,
+                                    reader_array)
 
 __all__ = ["check_in_place_evaluation", "check_modified_policy_iteration", "check_policy_evaluation",
            "check_q_values", "check_value_iteration"]
@@ -56,18 +57,8 @@ def _random_policy(mdp, seed: int) -> np.ndarray:
 
 
 def _as_array(x, what: str, shape, hint: str) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    try:
-        x = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ExerciseFailed(f"{what} could not be read as a numpy array ({err}).", hint) from None
-    if x.shape != shape:
-        raise ExerciseFailed(f"{what} has shape {x.shape}, expected {shape}.", hint)
-    if not np.all(np.isfinite(x)):
-        raise ExerciseFailed(f"{what} contains NaN or infinite values.",
-                             "Values blew up: " + TRANSPOSED_P + " Is gamma < 1 used?")
-    return x
+    return reader_array(x, what, shape, read_hint=hint, shape_hint=hint, finite=True,
+                        finite_hint="Values blew up: " + TRANSPOSED_P + " Is gamma < 1 used?")
 
 
 def _diagnose(got, expected, what: str, wrong: dict, default_hint: str, atol: float = 1e-7):
