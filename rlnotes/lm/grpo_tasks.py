@@ -5,7 +5,9 @@ demonstrations sometimes *stall*: instead of an answer, a run of ``=`` signs the
 always wrong and has a length of its own. Once a stall has begun, how long it goes on does not
 change the reward, and the policy can see that it is stalling: a decision of the kind that the
 length bias of per-sequence loss normalisation acts on (Liu et al. 2025). ``stall_model`` is the
-SFT model fine-tuned on these demonstrations.
+SFT model fine-tuned on these demonstrations; with ``digits=1`` (one-digit sums, which the model
+learns to get right nearly always) almost every wrong completion is a stall, so the mean length
+of wrong completions is the stalls' length.
 
 Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
 """
@@ -23,20 +25,28 @@ __all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "stall_model
 
 
 class StallingAdditionTask(AdditionTask):
-    """Two-digit addition whose demonstrations stall with probability ``p_stall``: ``k`` copies
-    of ``=`` (k uniform in 1..``max_stall``) then EOS, instead of the answer (or, with
-    ``after=True``, after the answer's digits). The reward is the
+    """Addition of two ``digits``-digit numbers (2 or 1) whose demonstrations stall with
+    probability ``p_stall``: ``k`` copies of ``=`` (k uniform in 1..``max_stall``) then EOS,
+    instead of the answer (or, with ``after=True``, after the answer's digits). The reward is the
     addition task's exact match, so a stall is always wrong; completions may run to
     ``max_new_tokens = max_stall + 2`` tokens.
+
+    With ``digits=1`` the prompts are the 81 sums ``a+b=`` of a, b in 1..9 (``n_test`` of them held
+    out, 16 by default; 1,000 of the 8,100 with two digits); the context stays the two-digit
+    task's 16 tokens, so a model of the two-digit task can be fine-tuned to it.
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
 
     name = "stalling-addition"
 
-    def __init__(self, p_stall: float = 0.3, max_stall: int = 6, n_test: int = 1000, seed: int = 0,
-                 after: bool = False):
-        super().__init__(digits=2, n_test=n_test, seed=seed)
+    def __init__(self, p_stall: float = 0.3, max_stall: int = 6, n_test: int | None = None, seed: int = 0,
+                 after: bool = False, digits: int = 2):
+        if digits not in (1, 2) or isinstance(digits, bool):
+            raise ValueError(f"digits must be 1 or 2, got {digits!r}")
+        if n_test is None:
+            n_test = 1000 if digits == 2 else 16
+        super().__init__(digits=digits, n_test=n_test, seed=seed)
         self.after = bool(after)
         self.p_stall = require_in_range(p_stall, "p_stall", 0.0, 1.0)
         self.max_stall = require_int(max_stall, "max_stall", minimum=1)
@@ -80,12 +90,24 @@ class StallingAdditionTask(AdditionTask):
             return float("nan")
         return float(mask.bool()[s].sum(1).double().mean())
 
+    def stall_share(self, prompts, completions, mask):
+        """Share of the batch's *wrong* completions that stall (a float; NaN when none is wrong):
+        near 1, the mean length of wrong completions is the stalls' length; well below, it mixes
+        in the short wrong answers of a model that does not stall.
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        wrong = self.reward(prompts, completions, mask) == 0
+        if not bool(wrong.any()):
+            return float("nan")
+        return float(self.stalls(prompts, completions, mask)[wrong].double().mean())
+
     @torch.no_grad()
     def stop_probability(self, model, max_k=None, n_prompts=200):
         """The probability that ``model`` stops (emits EOS) right after a stall of ``k`` ``=``
         signs, for k = 1..``max_k`` (default: the longest stall that fits, ``max_stall + 1``), at
-        temperature 1, averaged over the first ``n_prompts`` held-out prompts: the stop
-        probability p of the chapter's derivation. Returns a (max_k,) numpy array.
+        temperature 1, averaged over the first ``n_prompts`` held-out prompts (all of them when there
+        are fewer): the stop probability p of the chapter's derivation. Returns a (max_k,) numpy array.
 
         Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
         """
@@ -177,18 +199,19 @@ def _finetuned(name, task, steps, lr, seed):
     return model.to(next(sft.parameters()).device).eval()
 
 
-def stall_model(p_stall=0.5, max_stall=6, steps=100, *, lr=1e-3, seed=0):
+def stall_model(p_stall=0.5, max_stall=6, steps=100, *, digits=2, lr=1e-3, seed=0):
     """The starting point of the length-bias experiment: the addition task's 450-step SFT model
-    fine-tuned for ``steps`` steps on ``StallingAdditionTask(p_stall, max_stall)``'s
+    fine-tuned for ``steps`` steps on ``StallingAdditionTask(p_stall, max_stall, digits=digits)``'s
     demonstrations (:func:`finetune`), so that it sometimes stalls; from the lab's cache when it
-    is there (rlnotes.lm.cache), else trained now (a few seconds). Returns ``(model, task)``.
+    is there (rlnotes.lm.cache), else trained now (about 40 steps a second on one CPU core).
+    Returns ``(model, task)``.
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
     steps = require_int(steps, "steps", minimum=1)
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
-    task = StallingAdditionTask(p_stall=p_stall, max_stall=max_stall)
+    task = StallingAdditionTask(p_stall=p_stall, max_stall=max_stall, digits=digits)
     return _finetuned("ft-stalling-addition", task, steps, lr, seed), task
 
 

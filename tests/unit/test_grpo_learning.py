@@ -24,39 +24,56 @@ def test_grpo_raises_held_out_pass_at_1_by_20_points_on_three_seeds():
         assert h["kl"][0] < 1e-5 < h["kl"][-1]
 
 
-def test_stalls_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
-    """The chapter's runs (section Loss aggregation and the length bias): the mean length of
-    stalling completions, first 10-step window -> last, rises by more than half a token under
-    GRPO and moves by less than half a token under Dr. GRPO, on seeds 0 and 1, while both cut
-    the stall rate (GRPO more); the wrong - right gap does not grow; and the probability of
-    stopping after a stall of k "=" falls below 0.6x the start's for every k under GRPO and not
-    below 0.95x under Dr. GRPO."""
+def test_wrong_completions_lengthen_under_grpo_and_keep_their_length_under_dr_grpo():
+    """The chapter's runs (section Loss aggregation and the length bias), on one-digit sums whose
+    wrong completions are nearly all stalls: from the first 10-step window to the last, the gap
+    between the mean lengths of wrong and right completions grows by more than 0.4 token under
+    GRPO and moves by less than 0.25 under Dr. GRPO, on seeds 0 and 1; the right completions keep
+    their length and most wrong ones stall; the stalls lengthen by more than half a token under
+    GRPO and by less than half a token under Dr. GRPO, while both cut the stall rate (GRPO more);
+    and the probability of stopping after a stall of k "=" falls under GRPO (below 0.3x the start's
+    for k <= 3, below 0.75x for k <= 5) and not below 0.95x under Dr. GRPO at any k = 1..6. The
+    two-digit stalling model is wrong mostly without stalling."""
     torch.set_num_threads(1)
-    staller, stall_task = stall_model(p_stall=0.5, max_stall=6, steps=100)
-    p_ref = stall_task.stop_probability(staller)
-    metrics = {"len_stall": stall_task.stall_length, "stall_rate": stall_task.stall_rate}
+    staller, stall_task = stall_model(p_stall=0.5, max_stall=6, steps=1200, digits=1)
+    staller2, stall_task2 = stall_model(p_stall=0.5, max_stall=6, steps=100)
+    for model, task, low, high in ((staller2, stall_task2, 0.0, 0.6), (staller, stall_task, 0.9, 1.0)):
+        prompts = task.sample_prompts(4000, torch.Generator().manual_seed(0))
+        comp, _, mask = lm.decode(model, prompts, task.max_new_tokens, eos_id=task.tokenizer.eos_id,
+                                  generator=torch.Generator().manual_seed(1))
+        assert low < task.stall_share(prompts, comp, mask) < high
+    K = stall_task.max_new_tokens - 2
+    p_ref = stall_task.stop_probability(staller, max_k=K)
+    assert p_ref[5] > 0.99
+    metrics = {"len_stall": stall_task.stall_length, "stall_rate": stall_task.stall_rate,
+               "stall_share": stall_task.stall_share}
+    win = lambda x: np.nanmean(np.asarray(x, dtype=float).reshape(-1, 10), axis=1)  # noqa: E731
     last = {}
     for name, kw in (("grpo", dict(loss_type="grpo", scale="group")),
                      ("dr_grpo", dict(loss_type="dr_grpo", scale="none"))):
         for seed in (0, 1):
-            policy, h = grpo.train_grpo(staller, stall_task, 40, beta=0.2, eval_every=40,
-                                        eval_greedy=False, metrics=metrics, seed=seed, **BASE, **kw)
-            p_stop = stall_task.stop_probability(policy)
-            length = np.nanmean(np.asarray(h["len_stall"]).reshape(-1, 10), axis=1)
-            rate = np.asarray(h["stall_rate"]).reshape(-1, 10).mean(1)
-            gap = np.nanmean((np.asarray(h["len_wrong"]) - np.asarray(h["len_correct"])).reshape(-1, 10), axis=1)
+            policy, h = grpo.train_grpo(staller, stall_task, 40, beta=0.5, eval_every=40, eval_greedy=False,
+                                        metrics=metrics, seed=seed, **dict(BASE, n_prompts=32), **kw)
+            p_stop = stall_task.stop_probability(policy, max_k=K)
+            gap = win(np.subtract(h["len_wrong"], h["len_correct"]))
+            length, rate, share = win(h["len_stall"]), win(h["stall_rate"]), win(h["stall_share"])
             assert rate[-1] < rate[0]
-            assert gap[-1] - gap[0] < 0.05  # the wrong - right gap does not grow in 40 steps
+            right = win(h["len_correct"])
+            assert (np.abs(right - right[0]) < 0.1).all()
+            assert (share > 0.5).all() and share[0] > 0.75 and share[-1] > 0.75
             if name == "grpo":
+                assert gap[-1] - gap[0] > 0.4
                 assert length[-1] - length[0] > 0.5
-                assert (p_stop < 0.6 * p_ref).all()
+                assert (p_stop[:3] < 0.3 * p_ref[:3]).all() and (p_stop[:5] < 0.75 * p_ref[:5]).all()
             else:
+                assert abs(gap[-1] - gap[0]) < 0.25
                 assert abs(length[-1] - length[0]) < 0.5
                 assert (p_stop > 0.95 * p_ref).all()
-            last[name, seed] = length[-1], rate[-1]
+            last[name, seed] = gap[-1], length[-1], rate[-1]
     for seed in (0, 1):
-        assert last["grpo", seed][0] > last["dr_grpo", seed][0]  # longer stalls under GRPO
-        assert last["grpo", seed][1] < last["dr_grpo", seed][1]  # and fewer of them
+        assert last["grpo", seed][0] > last["dr_grpo", seed][0]  # a larger gap under GRPO,
+        assert last["grpo", seed][1] > last["dr_grpo", seed][1]  # longer stalls
+        assert last["grpo", seed][2] < last["dr_grpo", seed][2]  # and fewer of them
 
 
 def test_process_supervision_reaches_the_threshold_with_fewer_samples_than_outcome():

@@ -275,6 +275,35 @@ def test_stalling_task_bad_input(kw, name):
         StallingAdditionTask(**kw)
 
 
+def test_one_digit_stalling_task():
+    """digits=1: the 81 sums of a, b in 1..9 (16 held out), prompts of 5 tokens in the two-digit
+    task's 16-token context, the same stalls and reward."""
+    task = StallingAdditionTask(p_stall=0.5, max_stall=6, digits=1)
+    assert len(task.pairs("train")) == 65 and len(task.pairs("test")) == 16
+    assert task.pairs("train").min() >= 1 and task.pairs("train").max() <= 9
+    assert task.prompt_len == 5 and task.max_len == 16 and task.max_new_tokens == 8
+    assert task.config()["digits"] == 1 and task.config()["n_test"] == 16
+    prompts, comp, mask = task.sft_batch(400, torch.Generator().manual_seed(0))
+    r = task.reward(prompts, comp, mask)
+    stalled = task.stalls(prompts, comp, mask)
+    assert 0.4 < float(stalled.float().mean()) < 0.6
+    assert bool((r[stalled] == 0).all()) and bool((r[~stalled] == 1).all())
+    t = task.tokenizer
+    assert task.reward([t.encode("3+4=")], torch.tensor([[t.stoi["7"], t.eos_id]]), torch.ones(1, 2)).item() == 1.0
+    assert StallingAdditionTask(max_stall=10, digits=1).max_new_tokens == 12  # 5 + 10 + 1 = 16
+    with pytest.raises(ValueError, match="max_stall"):
+        StallingAdditionTask(max_stall=11, digits=1)
+    with pytest.raises(ValueError, match="n_test"):
+        StallingAdditionTask(digits=1, n_test=81)
+    assert StallingAdditionTask().config()["n_test"] == 1000  # two digits: the addition task's split
+
+
+@pytest.mark.parametrize("digits", [0, 3, 1.5, True, "1"])
+def test_stalling_task_bad_digits(digits):
+    with pytest.raises(ValueError, match="digits"):
+        StallingAdditionTask(digits=digits)
+
+
 def test_stalls_and_stall_length_by_hand():
     task = StallingAdditionTask(p_stall=0.5, max_stall=6)
     t = task.tokenizer
@@ -286,6 +315,9 @@ def test_stalls_and_stall_length_by_hand():
     assert task.stall_length(prompts, comp, mask) == (3 + 6) / 2  # EOS included, stalls only
     assert task.stall_rate(prompts, comp, mask) == 0.5
     assert np.isnan(task.stall_length(prompts[:1], comp[:1], mask[:1]))  # no stall: NaN
+    assert task.stall_share(prompts, comp, mask) == 2 / 3  # wrong: the two stalls and "48"
+    assert task.stall_share(prompts[1:3], comp[1:3], mask[1:3]) == 1.0
+    assert np.isnan(task.stall_share(prompts[:1], comp[:1], mask[:1]))  # nothing wrong: NaN
     # a masked-out '=' (padding past EOS) is not a stall
     comp2 = comp.clone()
     comp2[0, -1] = eq
@@ -302,7 +334,7 @@ def test_stalls_and_stall_length_by_hand():
 ])
 def test_stalls_bad_input(args, name):
     task = StallingAdditionTask()
-    for f in (task.stalls, task.stall_rate, task.stall_length):
+    for f in (task.stalls, task.stall_rate, task.stall_length, task.stall_share):
         with pytest.raises(ValueError, match=name):
             f(*args)
 
@@ -337,7 +369,8 @@ def test_stall_model_is_the_cached_fine_tuned_sft_model():
 
 
 @pytest.mark.parametrize("kw, name", [(dict(steps=0), "steps"), (dict(lr=0.0), "lr"), (dict(seed=-1), "seed"),
-                                      (dict(p_stall=2.0), "p_stall"), (dict(max_stall=0), "max_stall")])
+                                      (dict(p_stall=2.0), "p_stall"), (dict(max_stall=0), "max_stall"),
+                                      (dict(digits=3), "digits"), (dict(digits=1, max_stall=11), "max_stall")])
 def test_stall_model_bad_input(kw, name):
     with pytest.raises(ValueError, match=name):
         stall_model(**kw)
@@ -469,18 +502,19 @@ def test_train_grpo_without_greedy_evaluation():
     assert len(h["greedy"]) == 3 and all(np.isnan(h["greedy"])) and len(h["pass1"]) == 3
 
 
-def test_stop_probability_is_the_models_eos_probability_after_k_equals_signs():
-    task = StallingAdditionTask(p_stall=1.0, max_stall=3)
+@pytest.mark.parametrize("digits, n_prompts, n_used", [(2, 5, 5), (1, 5, 5), (1, 200, 16)])
+def test_stop_probability_is_the_models_eos_probability_after_k_equals_signs(digits, n_prompts, n_used):
+    task = StallingAdditionTask(p_stall=1.0, max_stall=3, digits=digits)
     model = tiny(task).eval()
-    p = task.stop_probability(model, n_prompts=5)
+    p = task.stop_probability(model, n_prompts=n_prompts)
     assert p.shape == (task.max_new_tokens - 1,)
     eq, eos = task.tokenizer.stoi["="], task.tokenizer.eos_id
-    prompts = task.prompts_of(task.pairs("test")[:5])
+    prompts = task.prompts_of(task.pairs("test")[:n_used])  # all 16 held-out one-digit sums at most
     for k in (1, 3):
         want = np.mean([torch.softmax(model(torch.tensor([pr + [eq] * k]))[0, -1], -1)[eos].item()
                         for pr in prompts])
         assert abs(p[k - 1] - want) < 1e-5
-    assert np.allclose(task.stop_probability(model, max_k=2, n_prompts=5), p[:2])
+    assert np.allclose(task.stop_probability(model, max_k=2, n_prompts=n_prompts), p[:2])
 
 
 @pytest.mark.parametrize("kw, name", [(dict(max_k=0), "max_k"), (dict(max_k=99), "max_k"),
