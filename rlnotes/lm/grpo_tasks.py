@@ -102,6 +102,25 @@ class StallingAdditionTask(AdditionTask):
             return float("nan")
         return float(self.stalls(prompts, completions, mask)[wrong].double().mean())
 
+    def stall_summary(self, prompts, completions, mask):
+        """The statistics of a batch that the length-bias experiment starts from (a dict of
+        floats, NaN where a subset is empty): ``stall_rate``, ``stall_share`` (of the wrong
+        completions), ``right_if_no_stall`` (accuracy of the completions that do not stall),
+        ``gap`` (mean length of wrong minus right completions, EOS included) and ``len_stall``.
+
+        Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+        """
+        stalls = self.stalls(prompts, completions, mask)
+        right = self.reward(prompts, completions, mask) > 0
+        length = mask.bool().sum(1).double()
+
+        def mean(x):
+            return float(x.double().mean()) if x.numel() else float("nan")
+
+        return dict(stall_rate=mean(stalls), stall_share=mean(stalls[~right]),
+                    right_if_no_stall=mean(right[~stalls]), gap=mean(length[~right]) - mean(length[right]),
+                    len_stall=mean(length[stalls]))
+
     @torch.no_grad()
     def stop_probability(self, model, max_k=None, n_prompts=200):
         """The probability that ``model`` stops (emits EOS) right after a stall of ``k`` ``=``

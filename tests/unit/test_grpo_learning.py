@@ -33,7 +33,7 @@ def test_wrong_completions_lengthen_under_grpo_and_keep_their_length_under_dr_gr
     right completions keep their length (about 2.55 tokens) and most wrong ones stall; the stalls
     lengthen by more than half a token under GRPO (0.8 from the start) and by less than half a
     token under Dr. GRPO (within 0.4 of the start), while both cut the stall rate (GRPO more); and
-    the probability of stopping after a stall of k "=" falls under GRPO (below 0.4x the start's
+    the probability of stopping after a stall of k "=" falls under GRPO (0.15x to 0.4x the start's
     for k <= 3, below 0.75x for k <= 5) and stays within 0.95x and 1.4x of it under Dr. GRPO at
     every k = 1..6, above 1x at most k <= 5. The two-digit stalling model is right on fewer than
     6 in 10 sums when it does not stall, and only half to two thirds of its wrong completions
@@ -47,17 +47,12 @@ def test_wrong_completions_lengthen_under_grpo_and_keep_their_length_under_dr_gr
         prompts = task.sample_prompts(4000, torch.Generator().manual_seed(0))
         comp, _, mask = lm.decode(model, prompts, task.max_new_tokens, eos_id=task.tokenizer.eos_id,
                                   generator=torch.Generator().manual_seed(1))
-        stalls, right = task.stalls(prompts, comp, mask), task.reward(prompts, comp, mask) > 0
-        length = mask.sum(1).double()
-        start[digits] = dict(rate=task.stall_rate(prompts, comp, mask), share=task.stall_share(prompts, comp, mask),
-                             right_if_no_stall=float(right[~stalls].double().mean()),
-                             gap=float(length[~right].mean() - length[right].mean()),
-                             len_stall=task.stall_length(prompts, comp, mask))
-    assert 0.45 < start[2]["share"] < 0.7 and start[2]["right_if_no_stall"] < 0.6
-    assert 0.4 < start[1]["rate"] < 0.5 and start[1]["right_if_no_stall"] > 0.9 and start[1]["share"] > 0.9
+        start[digits] = task.stall_summary(prompts, comp, mask)
+    assert 0.45 < start[2]["stall_share"] < 0.7 and start[2]["right_if_no_stall"] < 0.6
+    assert 0.4 < start[1]["stall_rate"] < 0.5 and start[1]["right_if_no_stall"] > 0.9 and start[1]["stall_share"] > 0.9
     K = stall_task.max_new_tokens - 2
     p_ref = stall_task.stop_probability(staller, max_k=K)
-    assert p_ref[5] > 0.99
+    assert p_ref[5] > 0.99 and p_ref[5] * (1 - p_ref[5]) < 0.01
     metrics = {"len_stall": stall_task.stall_length, "stall_rate": stall_task.stall_rate,
                "stall_share": stall_task.stall_share}
     win = lambda x: np.nanmean(np.asarray(x, dtype=float).reshape(-1, 10), axis=1)  # noqa: E731
@@ -70,14 +65,14 @@ def test_wrong_completions_lengthen_under_grpo_and_keep_their_length_under_dr_gr
             ratio = stall_task.stop_probability(policy, max_k=K) / p_ref
             gap = win(np.subtract(h["len_wrong"], h["len_correct"]))
             length, rate, share = win(h["len_stall"]), win(h["stall_rate"]), win(h["stall_share"])
-            assert rate[-1] < rate[0]
+            assert rate[-1] < rate[0] < start[1]["stall_rate"]
             right = win(h["len_correct"])
             assert (np.abs(right - right[0]) < 0.1).all() and ((2.45 < right) & (right < 2.65)).all()
             assert (share > 0.5).all() and share[0] > 0.75 and share[-1] > 0.75
             if name == "grpo":
                 assert gap[-1] - gap[0] > 0.4 and gap[-1] - start[1]["gap"] > 0.6
                 assert length[-1] - length[0] > 0.5 and length[-1] - start[1]["len_stall"] > 0.8
-                assert (ratio[:3] < 0.4).all() and (ratio[:5] < 0.75).all()
+                assert ((0.15 < ratio[:3]) & (ratio[:3] < 0.4)).all() and (ratio[:5] < 0.75).all()
             else:
                 assert abs(gap[-1] - gap[0]) < 0.25 and abs(gap[-1] - start[1]["gap"]) < 0.5
                 assert abs(length[-1] - length[0]) < 0.5 and abs(length[-1] - start[1]["len_stall"]) < 0.4

@@ -318,6 +318,12 @@ def test_stalls_and_stall_length_by_hand():
     assert task.stall_share(prompts, comp, mask) == 2 / 3  # wrong: the two stalls and "48"
     assert task.stall_share(prompts[1:3], comp[1:3], mask[1:3]) == 1.0
     assert np.isnan(task.stall_share(prompts[:1], comp[:1], mask[:1]))  # nothing wrong: NaN
+    summary = task.stall_summary(prompts, comp, mask)  # lengths 3, 3, 6, 3; right: "47" only
+    assert summary["stall_rate"] == 0.5 and summary["stall_share"] == 2 / 3
+    assert summary["right_if_no_stall"] == 0.5 and summary["len_stall"] == 4.5
+    assert summary["gap"] == (3 + 6 + 3) / 3 - 3
+    lone = task.stall_summary(prompts[:1], comp[:1], mask[:1])  # one right answer: empty subsets
+    assert lone["right_if_no_stall"] == 1.0 and np.isnan(lone["gap"]) and np.isnan(lone["len_stall"])
     # a masked-out '=' (padding past EOS) is not a stall
     comp2 = comp.clone()
     comp2[0, -1] = eq
@@ -334,7 +340,7 @@ def test_stalls_and_stall_length_by_hand():
 ])
 def test_stalls_bad_input(args, name):
     task = StallingAdditionTask()
-    for f in (task.stalls, task.stall_rate, task.stall_length, task.stall_share):
+    for f in (task.stalls, task.stall_rate, task.stall_length, task.stall_share, task.stall_summary):
         with pytest.raises(ValueError, match=name):
             f(*args)
 
@@ -524,3 +530,12 @@ def test_stop_probability_bad_input(kw, name):
     kw = {"model": tiny(task), **kw}
     with pytest.raises(ValueError, match=name):
         task.stop_probability(**kw)
+
+
+@pytest.mark.parametrize("right, factor", [(5, 1.93), (7, 2.83)])
+def test_std_scales_every_advantage_of_a_group_by_one_over_its_std(right, factor):
+    """Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias: with 5
+    (7) of 8 right, the std multiplies every advantage by about 1.9 (2.8) against Dr. GRPO's."""
+    rewards = torch.tensor([1.0] * right + [0.0] * (8 - right))
+    scaled = group_advantages(rewards, 8) / group_advantages(rewards, 8, scale="none")
+    assert torch.allclose(scaled, torch.full((8,), factor), atol=0.01)
