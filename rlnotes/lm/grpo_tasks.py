@@ -21,7 +21,56 @@ from rlnotes._validate import require_in_range, require_int
 from rlnotes.lm.sft import sft_loss, single_thread
 from rlnotes.lm.tasks import AdditionTask, _check_batch, pad_completions
 
-__all__ = ["StallingAdditionTask", "ChainAdditionTask", "finetune", "stall_model", "chain_model"]
+__all__ = ["SlippingAdditionTask", "StallingAdditionTask", "ChainAdditionTask", "finetune",
+           "slip_model", "stall_model", "chain_model", "chain_start"]
+
+
+class SlippingAdditionTask(AdditionTask):
+    """The addition task whose demonstrations *slip* with probability ``p_slip``: the answer is
+    a + b + d, with d drawn uniformly from ``slips`` (by default +-1 and +-10, a digit off),
+    instead of a + b. The reward stays the addition task's exact match, as a verifier's would:
+    the demonstrations are noisy, the checker is not. A model fine-tuned on them to convergence
+    puts about ``p_slip`` of its probability on slips while its mode stays the right answer, so
+    its pass@1 (sampled) is set by the data, about ``1 - p_slip``, and its greedy accuracy is
+    near 1: the starting point from which GRPO's sharpening is measured.
+
+    Defined in: GRPO, section Training that works.
+    """
+
+    name = "slipping-addition"
+
+    def __init__(self, p_slip: float = 0.5, slips=(1, -1, 10, -10), digits: int = 2,
+                 n_test: int = 1000, seed: int = 0):
+        super().__init__(digits=digits, n_test=n_test, seed=seed)
+        self.p_slip = require_in_range(p_slip, "p_slip", 0.0, 1.0, high_open=True)
+        if isinstance(slips, (str, bytes)) or not hasattr(slips, "__iter__"):
+            raise ValueError(f"slips must be a sequence of non-zero integers, got {slips!r}")
+        slips = tuple(slips)
+        if not slips or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d == 0
+                            for d in slips):
+            raise ValueError(f"slips must be a non-empty sequence of non-zero integers, got {slips!r}")
+        if max(abs(int(d)) for d in slips) >= 10 ** digits:
+            raise ValueError(f"slips must be smaller than 10**digits = {10 ** digits} in size "
+                             f"(the answer must keep its length), got {slips!r}")
+        self.slips = tuple(int(d) for d in slips)
+
+    def config(self) -> dict:
+        return dict(super().config(), task=self.name, p_slip=self.p_slip, slips=list(self.slips))
+
+    def sft_batch(self, n, generator=None):
+        """``n`` training prompts with their demonstrations: the sum, or with probability
+        ``p_slip`` the sum plus a slip (kept correct where the slip would make it negative)."""
+        pairs = self._draw(n, generator, "train")
+        slip = (torch.rand(len(pairs), generator=generator) < self.p_slip).tolist()
+        which = torch.randint(len(self.slips), (len(pairs),), generator=generator).tolist()
+        answers = []
+        for (a, b), s, k in zip(pairs, slip, which):
+            total = int(a) + int(b)
+            if s and total + self.slips[k] >= 0:
+                total += self.slips[k]
+            answers.append(self.tokenizer.encode(str(total), bos=False, eos=True))
+        comp, mask = pad_completions(answers, self.tokenizer.eos_id)
+        return self.prompts_of(pairs), comp, mask
 
 
 class StallingAdditionTask(AdditionTask):
@@ -165,9 +214,12 @@ class StallingAdditionTask(AdditionTask):
         return prompts, comp, mask
 
 
-def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
+def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0, callback=None):
     """A copy of ``model`` after ``steps`` steps of supervised fine-tuning (Adam, constant lr) on
     ``task.sft_batch``: how the chapter turns the addition SFT model into one that stalls.
+    ``callback(step, model)``, if given, runs after each step (``step`` from 1); it may stop the
+    run early by returning True. With a constant learning rate the first k steps of a longer run
+    are exactly a k-step run, so a callback can take snapshots of every shorter fine-tuning.
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
     """
@@ -179,19 +231,23 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0):
     gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
     model = copy.deepcopy(model).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable or None, got {callback!r}")
     with single_thread(next(model.parameters()).device):
-        for _ in range(steps):
+        for step in range(1, steps + 1):
             prompts, comp, mask = task.sft_batch(batch_size, gen)
             loss = sft_loss(model, prompts, comp, mask)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if callback is not None and callback(step, model):
+                break
     return model.eval()
 
 
-def _finetuned(name, task, steps, lr, seed):
-    """The addition task's 450-step SFT model (seed ``seed``) fine-tuned for ``steps`` steps on
-    ``task`` (:func:`finetune`), from the lab's cache when it is there, else trained now."""
+def _finetuned(name, task, steps, lr, seed, sft_steps=450):
+    """The addition task's ``sft_steps``-step SFT model (seed ``seed``) fine-tuned for ``steps``
+    steps on ``task`` (:func:`finetune`), from the lab's cache when it is there, else trained now."""
     import copy
     import hashlib
     import sys
@@ -201,7 +257,7 @@ def _finetuned(name, task, steps, lr, seed):
     from rlnotes.lm.sft import sft_model
 
     base_task = AdditionTask()
-    sft, _ = sft_model(base_task, seed=seed, steps=450)
+    sft, _ = sft_model(base_task, seed=seed, steps=sft_steps)
     sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
     config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
                   seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
@@ -216,6 +272,25 @@ def _finetuned(name, task, steps, lr, seed):
     model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
     model.load_state_dict(entry["state"])
     return model.to(next(sft.parameters()).device).eval()
+
+
+def slip_model(p_slip=0.5, steps=200, *, sft_steps=1200, lr=1e-3, seed=0):
+    """The GRPO chapter's starting point: the addition task's SFT model trained to convergence
+    (``sft_steps`` steps; 1,200 get greedy and sampled accuracy to 0.99 or more) and then
+    fine-tuned for ``steps`` steps (:func:`finetune`) on :class:`SlippingAdditionTask`'s noisy
+    demonstrations, so that about ``p_slip`` of its samples slip while its greedy answer stays
+    right. From the lab's cache when it is there (rlnotes.lm.cache), else trained now (about 40
+    steps a second on one CPU core). Returns ``(model, task)``, ``task`` the slipping task (its
+    prompts, held-out split and reward are the addition task's).
+
+    Defined in: GRPO, section Training that works.
+    """
+    steps = require_int(steps, "steps", minimum=1)
+    sft_steps = require_int(sft_steps, "sft_steps", minimum=1)
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    seed = require_int(seed, "seed", minimum=0)
+    task = SlippingAdditionTask(p_slip)
+    return _finetuned("ft-slipping-addition", task, steps, lr, seed, sft_steps), task
 
 
 def stall_model(p_stall=0.5, max_stall=6, steps=100, *, digits=2, lr=1e-3, seed=0):
@@ -353,3 +428,83 @@ def chain_model(steps=400, *, lr=1e-3, seed=0):
     seed = require_int(seed, "seed", minimum=0)
     task = ChainAdditionTask()
     return _finetuned("ft-chain-addition", task, steps, lr, seed), task
+
+
+def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, lr=1e-3,
+                seed=0):
+    """The process-supervision experiment's starting point chosen by its quality rather than by
+    its step count: the first of ``chain_model(steps)`` for ``steps`` in ``candidates`` (in
+    increasing order) whose held-out pass@1 (:func:`rlnotes.grpo.pass_at_1`, two samples a prompt,
+    generator seed 0) lies inside the open interval ``band``. How far a number of fine-tuning
+    steps gets depends on the machine's floating-point rounding (an AVX-512 CPU trains another
+    model than an AVX2 one from the same seed), so a fixed count would start the experiment from
+    a model right on a quarter of the prompts on one machine and on a twelfth on another.
+
+    The candidates are snapshots of one fine-tuning run (:func:`finetune` with a callback; with its
+    constant learning rate the snapshot at k steps is exactly ``chain_model(k)``), so a fresh
+    machine pays only the steps up to the model chosen, about 40 a second on one core; the
+    result is cached (rlnotes.lm.cache). The band is checked on the held-out split, where the
+    experiment is then evaluated: it only places the start, and the experiment compares two
+    trainings from that same start. Returns ``(model, task, steps, pass1)``; raises
+    ``RuntimeError`` when no candidate falls inside the band.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
+    """
+    import copy
+    import hashlib
+    import sys
+
+    from rlnotes.grpo import pass_at_1
+    from rlnotes.lm.cache import cached
+    from rlnotes.lm.model import TinyGPT
+    from rlnotes.lm.sft import sft_model
+
+    try:
+        low, high = (float(b) for b in band)
+    except (TypeError, ValueError):
+        raise ValueError(f"band must be a pair of numbers (low, high), got {band!r}") from None
+    if not 0.0 <= low < high <= 1.0:
+        raise ValueError(f"band must satisfy 0 <= low < high <= 1, got {band!r}")
+    if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
+        raise ValueError(f"candidates must be a sequence of step counts, got {candidates!r}")
+    candidates = sorted({require_int(c, "candidates", minimum=1) for c in candidates})
+    if not candidates:
+        raise ValueError("candidates must hold at least one step count, got an empty sequence")
+    lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
+    seed = require_int(seed, "seed", minimum=0)
+
+    task, base_task = ChainAdditionTask(), AdditionTask()
+    sft, _ = sft_model(base_task, seed=seed, steps=450)
+    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
+    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, band=[low, high],
+                  candidates=candidates, lr=lr, seed=seed,
+                  sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
+                                              for v in sft.state_dict().values())).hexdigest()[:16],
+                  torch=torch.__version__.split("+")[0])
+
+    def build():
+        tried, found = [], {}
+
+        def check(step, model):
+            if step not in candidates:
+                return False
+            model.eval()
+            pass1 = pass_at_1(model, task, samples=2, generator=torch.Generator().manual_seed(0))
+            model.train()
+            tried.append(f"{step} steps: {pass1:.3f}")
+            if low < pass1 < high:
+                found.update(state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                             steps=step, pass1=pass1)
+                return True
+            return False
+
+        finetune(copy.deepcopy(sft).cpu(), task, candidates[-1], lr=lr, seed=seed, callback=check)
+        if not found:
+            raise RuntimeError(f"no fine-tuning length brings the chain model's pass@1 inside "
+                               f"{band}: " + "; ".join(tried))
+        return found
+
+    entry = cached("chain-start", config, build, sys.modules[__name__])
+    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
+    model.load_state_dict(entry["state"])
+    return model.to(next(sft.parameters()).device).eval(), task, entry["steps"], entry["pass1"]

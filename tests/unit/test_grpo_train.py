@@ -539,3 +539,70 @@ def test_std_scales_every_advantage_of_a_group_by_one_over_its_std(right, factor
     rewards = torch.tensor([1.0] * right + [0.0] * (8 - right))
     scaled = group_advantages(rewards, 8) / group_advantages(rewards, 8, scale="none")
     assert torch.allclose(scaled, torch.full((8,), factor), atol=0.01)
+
+
+def test_slipping_task_slips_at_its_rate_by_its_slips_and_keeps_the_exact_reward():
+    from rlnotes.lm.grpo_tasks import SlippingAdditionTask
+    task = SlippingAdditionTask(p_slip=0.3)
+    prompts, comp, mask = task.sft_batch(4000, torch.Generator().manual_seed(0))
+    off = []
+    for p, c, m in zip(prompts, comp.tolist(), mask.tolist()):
+        a, b = task.operands(p)
+        text = task.tokenizer.decode([t for t, k in zip(c, m) if k and t != task.tokenizer.eos_id])
+        off.append(int(text) - (a + b))
+    off = np.array(off)
+    assert abs((off != 0).mean() - 0.3) < 0.03
+    assert set(off[off != 0].tolist()) == {1, -1, 10, -10}
+    assert (task.reward(prompts, comp, mask).numpy() == (off == 0)).all()  # the checker is exact
+    assert task.config()["p_slip"] == 0.3 and task.config()["task"] == "slipping-addition"
+    clean = SlippingAdditionTask(p_slip=0.0)
+    p0, c0, m0 = clean.sft_batch(200, torch.Generator().manual_seed(1))
+    assert clean.reward(p0, c0, m0).sum() == 200
+    assert (task.pairs("test") == AdditionTask().pairs("test")).all()
+
+
+def test_slipping_task_bad_input():
+    from rlnotes.lm.grpo_tasks import SlippingAdditionTask
+    for kw, name in ((dict(p_slip=1.0), "p_slip"), (dict(p_slip=-0.1), "p_slip"),
+                     (dict(p_slip="half"), "p_slip"), (dict(slips=()), "slips"),
+                     (dict(slips=(1, 0)), "slips"), (dict(slips=(1.5,)), "slips"),
+                     (dict(slips=(100,)), "slips"), (dict(slips=3), "slips")):
+        with pytest.raises(ValueError, match=name):
+            SlippingAdditionTask(**kw)
+
+
+def test_slip_model_bad_input():
+    from rlnotes.lm.grpo_tasks import slip_model
+    for kw, name in ((dict(steps=0), "steps"), (dict(sft_steps=0), "sft_steps"),
+                     (dict(lr=0.0), "lr"), (dict(seed=-1), "seed"), (dict(p_slip=1.5), "p_slip")):
+        with pytest.raises(ValueError, match=name):
+            slip_model(**kw)
+
+
+def test_chain_start_bad_input():
+    from rlnotes.lm.grpo_tasks import chain_start
+    for kw, name in ((dict(band=(0.4, 0.2)), "band"), (dict(band=0.3), "band"),
+                     (dict(band=(0.1, 1.5)), "band"), (dict(candidates=()), "candidates"),
+                     (dict(candidates=(0,)), "candidates"), (dict(candidates="400"), "candidates")):
+        with pytest.raises(ValueError, match=name):
+            chain_start(**kw)
+
+
+def test_finetune_callback_snapshots_equal_shorter_runs_and_can_stop():
+    task = AdditionTask(n_test=20)
+    model = tiny(task)
+    snaps = {}
+
+    def keep(step, m):
+        if step in (2, 3):
+            snaps[step] = {k: v.clone() for k, v in m.state_dict().items()}
+        return step == 3
+
+    stopped = finetune(model, task, 10, batch_size=8, seed=0, callback=keep)
+    three = finetune(model, task, 3, batch_size=8, seed=0)
+    two = finetune(model, task, 2, batch_size=8, seed=0)
+    for k, v in three.state_dict().items():
+        assert torch.equal(v, snaps[3][k]) and torch.equal(v, stopped.state_dict()[k])
+    assert all(torch.equal(v, snaps[2][k]) for k, v in two.state_dict().items())
+    with pytest.raises(ValueError, match="callback"):
+        finetune(model, task, 2, callback=3)

@@ -66,21 +66,9 @@ def test_learns_cartpole():
     """The chapter's defaults come close to CartPole-v1's maximum within 20k steps on each of
     seeds 0-2 (best mean greedy return > 440) and reach 475 on at least one; which seeds cross
     475 depends on the CPU's floating-point rounding (the benchmark measures 6 seeds against SB3)."""
-    from rlnotes.deeprl import Evaluator
-    best = []
-    for seed in range(3):
-        evaluator = Evaluator("CartPole-v1", seed)
-        scores = []
-
-        def callback(steps, policy):
-            if steps % 2048 == 0:
-                scores.append(evaluator(policy).mean())
-                return scores[-1] >= 475
-            return False
-
-        ppo.train("CartPole-v1", 20_480, seed=seed, callback=callback)
-        evaluator.close()
-        best.append(max(scores))
+    from rlnotes.deeprl._onpolicy import evaluation_curve
+    best = [evaluation_curve(ppo.train, "CartPole-v1", 20_480, seed=seed, stop_at=475)[1].max()
+            for seed in range(3)]
     assert min(best) > 440 and max(best) >= 475
 
 
