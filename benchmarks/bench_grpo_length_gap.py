@@ -16,7 +16,8 @@ By default (the chapter's setting) the task is one-digit addition (``--digits 1`
 after which it gets nearly every sum right when it does not stall, so that nearly every wrong
 completion is a stall. ``--digits 2 --finetune 100 --beta 0.2 --n-prompts 16`` is the earlier
 two-digit experiment, in which only about half to two thirds of the wrong completions stall
-at the start and fewer later (the rest are the model's own short arithmetic errors). The model is trained with GRPO (per-sequence token means, std-normalised advantages) and
+at the start and fewer later (the rest are the model's own short arithmetic errors). The model
+is trained with GRPO (per-sequence token means, std-normalised advantages) and
 with Dr. GRPO (constant denominator, no std), both with the k3 KL penalty ``--beta`` to the
 fine-tuned model (which keeps some stalls to measure), ``--n-prompts`` prompts a step (32: twice
 the chapter's usual batch) in groups of 8 and the chapter's learning rate; ``--losses

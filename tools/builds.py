@@ -4,10 +4,10 @@ holds for more than one realisation of the trained models.
 A training run amplifies a last-bit rounding difference into a different model within a few
 hundred steps, and the rounding of torch's CPU kernels, MKL and oneDNN depends on the instruction
 set they use. A claim asserted on one machine's models may then fail on another CPU (it did: the
-GRPO chapter's former +20 points of pass@1, from its 450-step SFT model, held on the machines that
-recorded them, not on an AVX-512 machine). Holding the libraries to other code paths gives other, equally legitimate
-builds on the same machine, each deterministic; this tool runs a command under each, with a model
-cache of its own, and reports which pass. On a CPU without AVX-512 the AVX-512 settings change
+GRPO chapter's former +20 points of pass@1, from its 450-step SFT model, held on the machines
+that recorded them, not on an AVX-512 machine). Holding the libraries to other code paths gives
+other, equally legitimate builds on the same machine, each deterministic; this tool runs a
+command under each, with a model cache of its own, and reports which pass. On a CPU without AVX-512 the AVX-512 settings change
 nothing, so some builds coincide (the report shows each build's torch capability).
 
     .venv/bin/python tools/builds.py -- .venv/bin/python -m pytest -q tests/unit/test_grpo_learning.py

@@ -9,7 +9,12 @@ SFT model fine-tuned on these demonstrations; with ``digits=1`` (one-digit sums,
 learns to get right nearly always) almost every wrong completion is a stall, so the mean length
 of wrong completions is the stalls' length.
 
-Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias.
+``SlippingAdditionTask`` (demonstrations off by a digit half of the time) and ``slip_model`` make
+the GRPO chapter's starting point; ``ChainAdditionTask``, ``chain_model`` and ``chain_start`` the
+process-supervision experiment's.
+
+Defined in: Dr. GRPO, DAPO and process supervision, section Loss aggregation and the length bias
+(``SlippingAdditionTask``, ``slip_model``: GRPO, section Training that works).
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ __all__ = ["SlippingAdditionTask", "StallingAdditionTask", "ChainAdditionTask", 
 class SlippingAdditionTask(AdditionTask):
     """The addition task whose demonstrations *slip* with probability ``p_slip``: the answer is
     a + b + d, with d drawn uniformly from ``slips`` (by default +-1 and +-10, a digit off),
-    instead of a + b. The reward stays the addition task's exact match, as a verifier's would:
+    instead of a + b (a slip that would make the answer negative is skipped, so with large
+    negative slips the realised rate is below ``p_slip``; with ``digits=1`` pass small slips such
+    as ``(1, -1)``). The reward stays the addition task's exact match, as a verifier's would:
     the demonstrations are noisy, the checker is not. A model fine-tuned on them to convergence
-    puts about ``p_slip`` of its probability on slips while its mode stays the right answer, so
-    its pass@1 (sampled) is set by the data, about ``1 - p_slip``, and its greedy accuracy is
-    near 1: the starting point from which GRPO's sharpening is measured.
+    puts about ``p_slip`` of its probability on slips, so its pass@1 (sampled) is set by the
+    data, about ``1 - p_slip``; while the right answer stays more likely than each slip
+    (``1 - p_slip > p_slip / len(slips)``: p_slip < 0.8 with the four default slips) its greedy
+    accuracy is near 1: the starting point from which GRPO's sharpening is measured.
 
     Defined in: GRPO, section Training that works.
     """
@@ -51,7 +59,8 @@ class SlippingAdditionTask(AdditionTask):
             raise ValueError(f"slips must be a non-empty sequence of non-zero integers, got {slips!r}")
         if max(abs(int(d)) for d in slips) >= 10 ** digits:
             raise ValueError(f"slips must be smaller than 10**digits = {10 ** digits} in size "
-                             f"(the answer must keep its length), got {slips!r}")
+                             f"(so that every slipped answer fits in digits + 1 digits, the "
+                             f"task's longest answer), got {slips!r}")
         self.slips = tuple(int(d) for d in slips)
 
     def config(self) -> dict:
@@ -245,9 +254,16 @@ def finetune(model, task, steps, *, batch_size=64, lr=1e-3, seed=0, callback=Non
     return model.eval()
 
 
-def _finetuned(name, task, steps, lr, seed, sft_steps=450):
-    """The addition task's ``sft_steps``-step SFT model (seed ``seed``) fine-tuned for ``steps``
-    steps on ``task`` (:func:`finetune`), from the lab's cache when it is there, else trained now."""
+def _state(model):
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _finetuned(name, task, seed, settings, train, sft_steps=450):
+    """A fine-tuning of the addition task's ``sft_steps``-step SFT model (seed ``seed``) on
+    ``task``, from the lab's cache when it is there, else made now: ``train(model)`` gets a CPU
+    copy of the SFT model and returns a dict holding its fine-tuned ``"state"`` (and any plain
+    values to keep beside it); ``settings`` (a dict) joins the cache key. Returns ``(model,
+    entry)``, the model on the SFT model's device."""
     import copy
     import hashlib
     import sys
@@ -259,19 +275,21 @@ def _finetuned(name, task, steps, lr, seed, sft_steps=450):
     base_task = AdditionTask()
     sft, _ = sft_model(base_task, seed=seed, steps=sft_steps)
     sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
-    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, steps=steps, lr=lr,
-                  seed=seed, sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
-                                                        for v in sft.state_dict().values())).hexdigest()[:16],
-                  torch=torch.__version__.split("+")[0])
-
-    def build():
-        model = finetune(copy.deepcopy(sft).cpu(), task, steps, lr=lr, seed=seed)  # sft stays put
-        return {"state": {k: v.cpu() for k, v in model.state_dict().items()}}
-
-    entry = cached(name, config, build, sys.modules[__name__])
+    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, seed=seed,
+                  sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
+                                              for v in sft.state_dict().values())).hexdigest()[:16],
+                  torch=torch.__version__.split("+")[0], **settings)
+    entry = cached(name, config, lambda: train(copy.deepcopy(sft).cpu()), sys.modules[__name__])
     model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
     model.load_state_dict(entry["state"])
-    return model.to(next(sft.parameters()).device).eval()
+    return model.to(next(sft.parameters()).device).eval(), entry
+
+
+def _finetuned_for(name, task, steps, lr, seed, sft_steps=450):
+    """The SFT model fine-tuned for ``steps`` steps on ``task`` (:func:`finetune`), cached."""
+    return _finetuned(name, task, seed, dict(steps=steps, lr=lr),
+                      lambda model: {"state": _state(finetune(model, task, steps, lr=lr, seed=seed))},
+                      sft_steps)[0]
 
 
 def slip_model(p_slip=0.5, steps=200, *, sft_steps=1200, lr=1e-3, seed=0):
@@ -290,7 +308,7 @@ def slip_model(p_slip=0.5, steps=200, *, sft_steps=1200, lr=1e-3, seed=0):
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
     task = SlippingAdditionTask(p_slip)
-    return _finetuned("ft-slipping-addition", task, steps, lr, seed, sft_steps), task
+    return _finetuned_for("ft-slipping-addition", task, steps, lr, seed, sft_steps), task
 
 
 def stall_model(p_stall=0.5, max_stall=6, steps=100, *, digits=2, lr=1e-3, seed=0):
@@ -306,7 +324,7 @@ def stall_model(p_stall=0.5, max_stall=6, steps=100, *, digits=2, lr=1e-3, seed=
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
     task = StallingAdditionTask(p_stall=p_stall, max_stall=max_stall, digits=digits)
-    return _finetuned("ft-stalling-addition", task, steps, lr, seed), task
+    return _finetuned_for("ft-stalling-addition", task, steps, lr, seed), task
 
 
 class ChainAdditionTask(AdditionTask):
@@ -427,7 +445,7 @@ def chain_model(steps=400, *, lr=1e-3, seed=0):
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
     task = ChainAdditionTask()
-    return _finetuned("ft-chain-addition", task, steps, lr, seed), task
+    return _finetuned_for("ft-chain-addition", task, steps, lr, seed), task
 
 
 def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, lr=1e-3,
@@ -450,14 +468,7 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
-    import copy
-    import hashlib
-    import sys
-
     from rlnotes.grpo import pass_at_1
-    from rlnotes.lm.cache import cached
-    from rlnotes.lm.model import TinyGPT
-    from rlnotes.lm.sft import sft_model
 
     try:
         low, high = (float(b) for b in band)
@@ -472,39 +483,27 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
         raise ValueError("candidates must hold at least one step count, got an empty sequence")
     lr = require_in_range(lr, "lr", 0.0, float("inf"), low_open=True)
     seed = require_int(seed, "seed", minimum=0)
+    task = ChainAdditionTask()
 
-    task, base_task = ChainAdditionTask(), AdditionTask()
-    sft, _ = sft_model(base_task, seed=seed, steps=450)
-    sizes = dict(n_layers=len(sft.blocks), n_heads=sft.blocks[0].attn.n_heads, width=sft.width)
-    config = dict(task=task.config(), base=base_task.config(), sizes=sizes, band=[low, high],
-                  candidates=candidates, lr=lr, seed=seed,
-                  sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
-                                              for v in sft.state_dict().values())).hexdigest()[:16],
-                  torch=torch.__version__.split("+")[0])
-
-    def build():
+    def train(model):
         tried, found = [], {}
 
         def check(step, model):
             if step not in candidates:
                 return False
-            model.eval()
-            pass1 = pass_at_1(model, task, samples=2, generator=torch.Generator().manual_seed(0))
+            pass1 = pass_at_1(model.eval(), task, samples=2, generator=torch.Generator().manual_seed(0))
             model.train()
             tried.append(f"{step} steps: {pass1:.3f}")
             if low < pass1 < high:
-                found.update(state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-                             steps=step, pass1=pass1)
-                return True
-            return False
+                found.update(state=_state(model), steps=step, pass1=pass1)
+            return bool(found)
 
-        finetune(copy.deepcopy(sft).cpu(), task, candidates[-1], lr=lr, seed=seed, callback=check)
+        finetune(model, task, candidates[-1], lr=lr, seed=seed, callback=check)
         if not found:
             raise RuntimeError(f"no fine-tuning length brings the chain model's pass@1 inside "
                                f"{band}: " + "; ".join(tried))
         return found
 
-    entry = cached("chain-start", config, build, sys.modules[__name__])
-    model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
-    model.load_state_dict(entry["state"])
-    return model.to(next(sft.parameters()).device).eval(), task, entry["steps"], entry["pass1"]
+    model, entry = _finetuned("chain-start", task, seed,
+                              dict(band=[low, high], candidates=candidates, lr=lr), train)
+    return model, task, entry["steps"], entry["pass1"]

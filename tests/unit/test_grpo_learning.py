@@ -25,6 +25,7 @@ def test_grpo_raises_held_out_pass_at_1_by_30_points_on_three_seeds():
         assert h["pass1"][-1] - h["pass1"][0] > 0.30 and h["pass1"][-1] > 0.85
         assert abs(h["greedy"][-1] - h["greedy"][0]) < 0.02
         assert h["entropy"][-1] < h["entropy"][0] / 2
+        assert np.mean(h["zero_var"][:10]) < 0.05 and np.mean(h["zero_var"][-10:]) > 0.25
         assert h["kl"][0] < 1e-5 < h["kl"][-1]
 
 
