@@ -258,12 +258,13 @@ def _state(model):
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
-def _finetuned(name, task, seed, settings, train, sft_steps=450):
+def _finetuned(name, task, seed, settings, train, sft_steps=450, code=()):
     """A fine-tuning of the addition task's ``sft_steps``-step SFT model (seed ``seed``) on
     ``task``, from the lab's cache when it is there, else made now: ``train(model)`` gets a CPU
     copy of the SFT model and returns a dict holding its fine-tuned ``"state"`` (and any plain
-    values to keep beside it); ``settings`` (a dict) joins the cache key. Returns ``(model,
-    entry)``, the model on the SFT model's device."""
+    values to keep beside it); ``settings`` (a dict) joins the cache key, and so does the code of
+    this module and of the modules in ``code``. Returns ``(model, entry)``, the model on the SFT
+    model's device."""
     import copy
     import hashlib
     import sys
@@ -279,7 +280,8 @@ def _finetuned(name, task, seed, settings, train, sft_steps=450):
                   sft=hashlib.sha256(b"".join(v.cpu().numpy().tobytes()
                                               for v in sft.state_dict().values())).hexdigest()[:16],
                   torch=torch.__version__.split("+")[0], **settings)
-    entry = cached(name, config, lambda: train(copy.deepcopy(sft).cpu()), sys.modules[__name__])
+    entry = cached(name, config, lambda: train(copy.deepcopy(sft).cpu()), sys.modules[__name__],
+                   *code)
     model = TinyGPT(task.tokenizer.vocab_size, task.max_len, seed=seed, **sizes)
     model.load_state_dict(entry["state"])
     return model.to(next(sft.parameters()).device).eval(), entry
@@ -434,10 +436,10 @@ class ChainAdditionTask(AdditionTask):
 
 
 def chain_model(steps=400, *, lr=1e-3, seed=0):
-    """The starting point of the process-supervision experiment: the addition task's 450-step
-    SFT model fine-tuned for ``steps`` steps on :class:`ChainAdditionTask`'s worked answers
-    (:func:`finetune`), from the lab's cache when it is there (rlnotes.lm.cache), else trained
-    now. Returns ``(model, task)``.
+    """A candidate starting point of the process-supervision experiment (:func:`chain_start`
+    picks among them by quality): the addition task's 450-step SFT model fine-tuned for
+    ``steps`` steps on :class:`ChainAdditionTask`'s worked answers (:func:`finetune`), from the
+    lab's cache when it is there (rlnotes.lm.cache), else trained now. Returns ``(model, task)``.
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
@@ -468,6 +470,8 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
+    import rlnotes.grpo
+    import rlnotes.lm.generation
     from rlnotes.grpo import pass_at_1
 
     try:
@@ -505,5 +509,6 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
         return found
 
     model, entry = _finetuned("chain-start", task, seed,
-                              dict(band=[low, high], candidates=candidates, lr=lr), train)
+                              dict(band=[low, high], candidates=candidates, lr=lr), train,
+                              code=(rlnotes.grpo, rlnotes.lm.generation))  # how the band is measured
     return model, task, entry["steps"], entry["pass1"]

@@ -91,7 +91,7 @@ def test_wrong_completions_lengthen_under_grpo_and_keep_their_length_under_dr_gr
         assert last["grpo", seed][2] < last["dr_grpo", seed][2]  # and fewer of them
 
 
-def test_process_supervision_reaches_the_threshold_no_later_than_outcome_and_ends_level_or_ahead():
+def test_process_supervision_reaches_the_threshold_no_later_than_outcome_and_ends_level_within_noise():
     torch.set_num_threads(1)
     chain, task, _, chain_pass1 = chain_start()
     assert 0.15 < chain_pass1 < 0.35
@@ -109,4 +109,6 @@ def test_process_supervision_reaches_the_threshold_no_later_than_outcome_and_end
 
     need = {sup: [samples_to(h) for h in hs] for sup, hs in runs.items()}
     assert all(p <= o for p, o in zip(need["process"], need["outcome"]))
-    assert all(hp["pass1"][-1] >= ho["pass1"][-1] for hp, ho in zip(runs["process"], runs["outcome"]))
+    assert all(hp["pass1"][-1] >= ho["pass1"][-1] - 0.02 for hp, ho in zip(runs["process"], runs["outcome"]))
+    se = np.sqrt(start * (1 - start) / (2 * len(task.pairs("test"))))
+    assert (threshold - start) / se > 3
