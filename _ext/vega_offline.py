@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 ENV_VAR = "RLNOTES_VEGA_JS"      # rlnotes.plotting.interactive.BOOK_ENV_VAR
-VL_VERSION = "5.20"              # rlnotes.plotting.interactive.VL_VERSION
+VL_VERSION = "6.4"              # rlnotes.plotting.interactive.VL_VERSION
 BUNDLE = "rlnotes/vega-bundle.js"
 MARKER = "rlnotes-knob-figure"   # the class of a figure's <div>
 

@@ -36,8 +36,10 @@ __all__ = ["Panel", "KnobFigure", "knob_figure", "BOOK_ENV_VAR"]
 BOOK_ENV_VAR = "RLNOTES_VEGA_JS"
 VEGALITE_MIME = "application/vnd.vegalite.v5+json"
 VEGALITE_SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
-# vl-convert renders the static image with this Vega-Lite version (JupyterLab draws v5 too).
-VL_VERSION = "5.20"
+# The book's bundle (Vega 6, Vega-Lite 6, vega-embed; _ext/vega_offline.py) and vl-convert's
+# static image use this Vega-Lite version; a notebook front end draws the v5 mimetype with its own.
+VL_VERSION = "6.4"
+BOOK_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 MARKS = ("line", "point", "bar")
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f"]
@@ -152,7 +154,7 @@ class KnobFigure:
             idx = {f"k{j}": self.knobs[j][1].index(v) for j, v in enumerate(key)}
             for name, (x, y) in series.items():
                 for xi, yi in zip(x, y):
-                    rows.append({**idx, "series": name, "x": xi, "y": yi})
+                    rows.append({"p": panel, **idx, "series": name, "x": xi, "y": yi})
         return rows
 
     # --- the specification -----------------------------------------------------------------
@@ -162,7 +164,7 @@ class KnobFigure:
             n = len(values)
             params.append({"name": f"k{j}", "value": values.index(self.default[j]),
                            "bind": {"input": "range", "min": 0, "max": n - 1, "step": 1,
-                                    "name": f"{label}: setting "}})
+                                    "name": f"{label} "}})
         return params
 
     def _knob_text(self):
@@ -196,6 +198,8 @@ class KnobFigure:
             x["axis"] = {"labelAngle": 0}
             x["sort"] = None
         y = {"field": "y", "type": "quantitative", "title": p.y_label, "scale": y_scale}
+        if p.log_y:
+            y["axis"] = {"format": "~g"}
         tooltip = [{"field": "series", "type": "nominal"},
                    {"field": "x", "type": p.x_type, "title": p.x_label},
                    {"field": "y", "type": "quantitative", "title": p.y_label, "format": ".4g"}]
@@ -229,7 +233,8 @@ class KnobFigure:
                    "mark": {"type": "text", "align": "left", "fontSize": 13, "fontWeight": "bold"},
                    "encoding": {"text": {"field": "caption", "type": "nominal"},
                                 "x": {"value": 0}, "y": {"value": 8}},
-                   "width": self.width * len(panels) + 40 * (len(panels) - 1), "height": 16}
+                   "width": self.width * len(panels) + 40 * (len(panels) - 1), "height": 16,
+                   "view": {"stroke": None}}
         body = panels[0] if len(panels) == 1 else {"hconcat": panels,
                                                    "resolve": {"scale": {"color": "independent"}}}
         spec = {
@@ -258,16 +263,20 @@ class KnobFigure:
         if scale not in self._png:
             import vl_convert as vlc
 
-            self._png[scale] = vlc.vegalite_to_png(self.spec, vl_version=VL_VERSION, scale=scale)
+            self._png[scale] = vlc.vegalite_to_png({**self.spec, "$schema": BOOK_SCHEMA},
+                                                   vl_version=VL_VERSION, scale=scale)
         return self._png[scale]
 
     def html(self) -> str:
         """A <div> and a script that draws the figure with the page's Vega (vegaEmbed)."""
         div_id = f"rlnotes-fig-{self.fig_id}"
-        spec = json.dumps(self.spec, separators=(",", ":")).replace("</", "<\\/")
+        spec = json.dumps({**self.spec, "$schema": BOOK_SCHEMA},
+                          separators=(",", ":")).replace("</", "<\\/")
         png = base64.b64encode(self.png(scale=1.0)).decode()  # until Vega draws
         alt = html.escape(self.title or self.fig_id, quote=True)
         return (
+            # the slider's own number is the setting's index: the caption shows the value
+            f'<style>#{div_id} .vega-bind label > span:last-child {{display: none}}</style>\n'
             f'<div class="rlnotes-knob-figure" id="{div_id}" data-figure="{self.fig_id}">'
             f'<img class="rlnotes-knob-static" alt="{alt}" style="max-width:100%" '
             f'src="data:image/png;base64,{png}"/></div>\n'

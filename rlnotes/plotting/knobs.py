@@ -217,10 +217,12 @@ def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completion
                             default=None):
     """Reward over-optimisation, exactly: on a bandit with ``n_prompts`` prompts and
     ``n_completions`` completions each, a random pi_ref, a gold reward r* ~ N(0, 1) and a reward
-    model r_psi = r* + c eps (eps ~ N(0, 1): the reward model's error), the KL-regularised
-    optimum pi_beta of r_psi (:func:`rlnotes.dpo_exact.kl_optimal_policy`) for each beta in
-    ``betas``: gold and proxy reward against KL(pi_beta || pi_ref)
-    (:func:`rlnotes.dpo_exact.kl_per_prompt`), for each error c in ``rm_errors``.
+    model r_psi = r* + c e whose error e is small noise, 0.5 N(0, 1), except on the reward hacks:
+    4% of the completions with r* < 0, which it overrates by 4 (e = 0.5 N(0, 1) + 4). For each
+    beta in ``betas``, the KL-regularised optimum pi_beta of r_psi
+    (:func:`rlnotes.dpo_exact.kl_optimal_policy`): gold and proxy reward against
+    KL(pi_beta || pi_ref) (:func:`rlnotes.dpo_exact.kl_per_prompt`), for each error scale c in
+    ``rm_errors``.
 
     Defined in: Reinforcement learning from human feedback, section Reward over-optimisation.
     """
@@ -233,7 +235,9 @@ def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completion
              require_int(n_completions, "n_completions", minimum=2))
     ref_logp = torch.log_softmax(torch.randn(shape, generator=g, dtype=torch.float64), -1)
     gold = torch.randn(shape, generator=g, dtype=torch.float64)
-    noise = torch.randn(shape, generator=g, dtype=torch.float64)
+    z = torch.randn(shape, generator=g, dtype=torch.float64)
+    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    noise = 0.5 * z + 4.0 * ((u < 0.04) & (gold < 0))
     curves = {}
     for c in rm_errors:
         proxy = gold + c * noise
@@ -247,7 +251,7 @@ def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completion
                      "gold reward r* (what we want)": (kl, rg)}
     panel = Panel(curves, x_label="KL(π_β ‖ π_ref) in nats (β falls to the right)",
                   y_label="expected reward", title="The KL-regularised optimum as β falls")
-    return knob_figure(panel, {"reward-model error (std)": rm_errors},
+    return knob_figure(panel, {"reward-model error scale c": rm_errors},
                        default=rm_errors[len(rm_errors) // 2] if default is None else default,
                        fig_id="rlhf-overoptimisation",
                        title="Over-optimisation: a wrong reward model, optimised exactly")

@@ -142,7 +142,9 @@ def test_overoptimisation_figure_holds_kl_optimal_policy():
     g = torch.Generator().manual_seed(0)
     ref_logp = torch.log_softmax(torch.randn((3, 7), generator=g, dtype=torch.float64), -1)
     gold = torch.randn((3, 7), generator=g, dtype=torch.float64)
-    noise = torch.randn((3, 7), generator=g, dtype=torch.float64)
+    z = torch.randn((3, 7), generator=g, dtype=torch.float64)
+    u = torch.rand((3, 7), generator=g, dtype=torch.float64)
+    noise = 0.5 * z + 4.0 * ((u < 0.04) & (gold < 0))
     for c in (0.0, 1.0):
         proxy = gold + c * noise
         pis = [kl_optimal_policy(ref_logp.exp(), proxy, b) for b in betas]
@@ -151,6 +153,15 @@ def test_overoptimisation_figure_holds_kl_optimal_policy():
         assert close(x, kl) and close(y, [(p * gold).sum(-1).mean().item() for p in pis])
         _, y = embedded(fig, 0, c, "proxy reward r_ψ (what is optimised)")
         assert close(y, [(p * proxy).sum(-1).mean().item() for p in pis])
+
+
+def test_overoptimisation_figure_shows_the_gold_reward_fall():
+    fig = knobs.overoptimisation_figure([0.0, 1.5])
+    _, gold = embedded(fig, 0, 1.5, "gold reward r* (what we want)")
+    _, proxy = embedded(fig, 0, 1.5, "proxy reward r_ψ (what is optimised)")
+    assert gold.max() > gold[-1] + 0.3 and proxy[-1] == proxy.max()
+    _, gold0 = embedded(fig, 0, 0.0, "gold reward r* (what we want)")
+    assert np.all(np.diff(gold0) > -1e-9)      # a right reward model: no fall
 
 
 def test_dpo_beta_figure_holds_kl_optimal_policy():
