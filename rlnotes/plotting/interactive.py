@@ -212,7 +212,7 @@ class KnobFigure:
             mark = {"type": "point", "filled": True, "size": 50}
             enc = {"x": x, "y": y, "color": color, "tooltip": tooltip,
                    "shape": {"field": "series", "type": "nominal", "title": None,
-                             "scale": {"domain": names}, "legend": None}}
+                             "scale": {"domain": names}, "legend": color["legend"]}}
         else:
             mark = {"type": "line", "point": {"size": 18}, "strokeWidth": 2, "clip": True}
             enc = {"x": x, "y": y, "color": color, "tooltip": tooltip}

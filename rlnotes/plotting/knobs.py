@@ -84,7 +84,7 @@ def cliff_epsilon_figure(env, epsilons, *, alpha=0.5, num_runs=30, num_episodes=
             curves[eps][name] = (np.arange(smooth, num_episodes + 1), y)
     panel = Panel(curves, x_label="episode",
                   y_label=f"sum of rewards during episode ({num_runs} runs, {smooth}-ep. avg.)",
-                  y_domain=[-100, 0], title=f"Cliff walking, α = {alpha}")
+                  y_domain=[-150, 0], title=f"Cliff walking, α = {alpha}")
     return knob_figure(panel, {"ε": epsilons}, default=default, fig_id="td-cliff-epsilon",
                        title="Exploration rate: SARSA against Q-learning, online")
 

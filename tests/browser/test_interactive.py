@@ -30,7 +30,7 @@ CHROMIUM_FLAGS = [
 ]
 BUNDLE = SITE / "_static" / "rlnotes" / "vega-bundle.js"
 MAX_JS_BYTES = 2_000_000
-TIMEOUT_MS = 30_000
+TIMEOUT_MS = 90_000  # generous: the pages are long and CI machines can be busy
 
 # chapter page -> the figure's id (fig_id in rlnotes.plotting.knobs)
 FIGURES = {
@@ -134,7 +134,7 @@ def test_knob(relpath, browser):
     page.on("requestfailed", lambda r: not _allowed(r.url) and r.url.startswith("file://")
             and problems.append(f"request failed: {r.url} ({r.failure})"))
 
-    page.goto((SITE / relpath).as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    page.goto((SITE / relpath).as_uri(), wait_until="domcontentloaded", timeout=TIMEOUT_MS)
     page.wait_for_function("id => window.rlnotesFigures && window.rlnotesFigures[id]", arg=fig_id,
                            timeout=TIMEOUT_MS)
     figure = page.locator(f"#rlnotes-fig-{fig_id}")
