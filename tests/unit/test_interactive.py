@@ -234,6 +234,10 @@ def test_notebook_bundle_is_vegalite_and_png(monkeypatch):
     bundle = _small()._repr_mimebundle_()
     assert set(bundle) == {VEGALITE_MIME, "image/png", "text/plain"}
     assert bundle[VEGALITE_MIME]["$schema"].endswith("/v5.json")
+    # JupyterLab 4 and VS Code draw it with their own Vega-Lite 5: it must compile there
+    import vl_convert as vlc
+
+    assert "<svg" in vlc.vegalite_to_svg(bundle[VEGALITE_MIME], vl_version="5.8")
 
 
 # --- bad input ----------------------------------------------------------------------------------
