@@ -89,6 +89,15 @@ def test_baird_figure_holds_expected_td():
         embedded(fig, 0, 0.01, "off-policy (uniform over states)")[1][-1]
 
 
+def test_baird_figure_diverges_off_policy_at_every_step_size():
+    fig = knobs.baird_step_size_figure([0.001, 0.003, 0.01, 0.03, 0.1], num_sweeps=2000)
+    for a in (0.001, 0.003, 0.01, 0.03, 0.1):      # the chapter's grid: what its prose says
+        _, off = embedded(fig, 0, a, "off-policy (uniform over states)")
+        _, on = embedded(fig, 0, a, "on-policy distribution (|v(6)|)")
+        assert off[-1] > 5 * off[0] and np.all(np.diff(off[len(off) // 2:]) > 0)
+        assert on[-1] < on[0] and np.all(np.diff(on) <= 0)
+
+
 def test_psi_variance_figure_holds_estimator_stats():
     fig = knobs.psi_variance_figure([0.5, 0.9], num_episodes=60, default=0.5)
     theta = np.random.default_rng(0).normal(size=(5, 3))
