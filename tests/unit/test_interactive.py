@@ -249,6 +249,15 @@ def test_notebook_bundle_is_vegalite_and_png(monkeypatch):
     assert "<svg" in vlc.vegalite_to_svg(bundle[VEGALITE_MIME], vl_version="5.8")
 
 
+def test_notebook_bundle_without_vl_convert(monkeypatch):
+    import sys
+
+    monkeypatch.delenv(BOOK_ENV_VAR, raising=False)
+    monkeypatch.setitem(sys.modules, "vl_convert", None)    # import fails
+    bundle = _small()._repr_mimebundle_()
+    assert set(bundle) == {VEGALITE_MIME, "text/plain"}
+
+
 # --- bad input ----------------------------------------------------------------------------------
 def test_panel_rejects_bad_input():
     good = {1: {"s": ([0, 1], [0.0, 1.0])}}
