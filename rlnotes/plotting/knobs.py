@@ -151,8 +151,8 @@ def psi_variance_figure(gammas, *, num_episodes=1000, seed=0, default=0.9):
 # --- Actor-critic ------------------------------------------------------------------------------
 def gae_critic_figure(mdp, policy, lams, critic_errors, *, num_samples=300, seed=0, default=None):
     """GAE's policy-gradient bias and variance against lambda (:func:`rlnotes.pg_exact.
-    gae_bias_variance`), with the critic V = V^pi + c z, z a fixed N(0, 1) offset per
-    non-terminal state (seed 1), for each critic error c in ``critic_errors``.
+    gae_bias_variance`), with the critic V = V^pi + sigma z, z a fixed N(0, 1) offset per
+    non-terminal state (seed 1), for each critic error sigma in ``critic_errors``.
 
     Defined in: Actor-critic and generalised advantage estimation, section Bias and variance of
     GAE, measured.
@@ -172,7 +172,7 @@ def gae_critic_figure(mdp, policy, lams, critic_errors, *, num_samples=300, seed
         var[c] = {"variance of Â_0": (lams, out["variance"])}
     panels = [Panel(bias, x_label="λ", y_label="bias (RMS over s, a)", title="Bias"),
               Panel(var, x_label="λ", y_label="variance (mean over s, a)", title="Variance")]
-    return knob_figure(panels, {"critic error (std per state)": critic_errors},
+    return knob_figure(panels, {"critic error σ (std per state)": critic_errors},
                        default=critic_errors[0] if default is None else default,
                        fig_id="ac-gae-critic", width=300,
                        title="GAE: λ trades the critic's bias for variance")
@@ -251,7 +251,7 @@ def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completion
                      "gold reward r* (what we want)": (kl, rg)}
     panel = Panel(curves, x_label="KL(π_β ‖ π_ref) in nats (β falls to the right)",
                   y_label="expected reward", title="The KL-regularised optimum as β falls")
-    return knob_figure(panel, {"reward-model error scale c": rm_errors},
+    return knob_figure(panel, {"reward-model error scale σ": rm_errors},
                        default=rm_errors[len(rm_errors) // 2] if default is None else default,
                        fig_id="rlhf-overoptimisation",
                        title="Over-optimisation: a wrong reward model, optimised exactly")
