@@ -250,3 +250,72 @@ def test_no_line_past_the_right_margin():
             if x1 > edge[p % 2] + MARGIN_SLACK_PT]
     assert not past, (f"words past the right margin (page, right end, word); margins {edge}: "
                       f"{past[:15]}")
+
+
+def _plain_phrase(markdown: str) -> str | None:
+    """The first run of at least 30 letters of plain prose in ``markdown`` (no math, code, roles or
+    markup), normalised: a phrase that must read the same in the PDF."""
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|\{[^}]*\}|\([^)]*\)|\[[^\]]*\]", "|", markdown,
+                  flags=re.S)
+    text = re.sub(r"^\s*:[a-z_-]+:.*$|^\s*#+.*$", "|", text, flags=re.M)
+    for run in re.split(r"[|*_>#\"'’“”:;!?]|\.\s|\n\s*\n", text):
+        words = run.split()
+        if words and all(re.fullmatch(r"[A-Za-z][A-Za-z,\-]*", w) for w in words):
+            if len(_norm(run)) >= 30:
+                return _norm(run)
+    return None
+
+
+def _solutions() -> list[tuple[str, str, str]]:
+    """(page, label, phrase) for each {solution} of the chapters."""
+    found = []
+    for stem in _toc_files():
+        for m in re.finditer(r"(`{3,})\{solution\}\s*(\S+)\n(.*?)\n\1", _markdown_of(stem), re.S):
+            body = re.sub(r"^:[a-z_-]+:.*\n", "", m.group(3), flags=re.M)
+            found.append((stem, m.group(2), _plain_phrase(body)))
+    return found
+
+
+def test_every_exercise_has_its_solution_written_out():
+    solutions = _solutions()
+    assert len(solutions) >= 40, f"only {len(solutions)} solutions in the sources"
+    text = _norm(full_text())
+    assert text.count("solutiontoexercise") == len(solutions), (
+        f"{text.count('solutiontoexercise')} 'Solution to Exercise' headings in the PDF, "
+        f"{len(solutions)} solutions in the sources")
+    phrases = [(stem, label, phrase) for stem, label, phrase in solutions if phrase]
+    assert len(phrases) >= 0.8 * len(solutions)
+    missing = [(stem, label) for stem, label, phrase in phrases if phrase not in text]
+    assert not missing, f"solutions whose text is not in the PDF: {missing}"
+
+
+def _equation_numbers() -> dict[str, str]:
+    """Equation label -> its number in the PDF, from the LaTeX build's .aux file."""
+    aux = (PDF.parent / "rlnotes.aux").read_text(errors="replace")
+    return {m.group(1): m.group(2)
+            for m in re.finditer(r"\\newlabel\{equation:[^}]*?:([^:}]+)\}\{\{([\d.]+)\}", aux)}
+
+
+def test_equations_numbered_and_referenced():
+    labels, refs = set(), Counter()
+    for stem in _toc_files():
+        md = _markdown_of(stem)
+        labels.update(re.findall(r"\$\$\s*\(([\w:-]+)\)", md))
+        refs.update(re.findall(r"\{eq\}`([^`<]+)`", md))
+    numbers = _equation_numbers()
+    assert len(labels) >= 10, f"only {len(labels)} labelled equations in the sources"
+    unnumbered = sorted(labels - set(numbers))
+    assert not unnumbered, f"labelled equations without a number in the PDF: {unnumbered}"
+    text = full_text()
+    for label, n in refs.items():
+        shown = text.count(f"({numbers[label]})")
+        # the number beside the equation, and once per reference in the prose
+        assert shown >= 1 + n, f"equation {label} ({numbers[label]}): {shown} times in the PDF, " \
+                               f"expected its number and {n} references"
+
+
+def test_known_equation_text():
+    # The Bellman expectation equation of chapter "MDPs and dynamic programming", as extracted
+    # from the PDF (math letters folded to ASCII): V^pi(s) = sum_a pi(a|s) sum_{s',r} p(s',r|s,a)...
+    text = _norm(full_text())
+    assert "vπs" in text and "∑" in full_text()
