@@ -78,7 +78,8 @@ pdf: $(STAMP)
 	bash tools/ensure_texlive.sh
 	$(BOOK_ENV) $(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going
 	@test -f $(PDF)
-	@if [ -f _build/html/index.html ]; then $(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going >/dev/null; fi
+	@# Update the HTML (only its front page changes) so that it links the PDF.
+	@if [ -f _build/html/index.html ]; then $(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going; fi
 	@echo "The PDF: $(PDF)"
 
 # Builds the PDF (after `make book` or `book-all`, from their cache) and checks it with poppler.
