@@ -76,6 +76,7 @@ test: $(STAMP)
 PDF := _build/latex/rlnotes.pdf
 pdf: $(STAMP)
 	bash tools/ensure_texlive.sh
+	rm -f $(PDF)
 	$(BOOK_ENV) $(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going
 	@test -f $(PDF)
 	@# Update the HTML (only its front page changes) so that it links the PDF.
