@@ -339,7 +339,12 @@ def test_equations_numbered_and_referenced():
 
 
 def test_known_equation_text():
-    # The Bellman expectation equation of chapter "MDPs and dynamic programming", as extracted
-    # from the PDF (math letters folded to ASCII): V^pi(s) = sum_a pi(a|s) sum_{s',r} p(s',r|s,a)...
-    text = _norm(full_text())
-    assert "vπs" in text and "∑" in full_text()
+    # The Bellman expectation equation, eq-bellman-expectation of "Markov decision processes and
+    # dynamic programming", as pdftotext reads it (math letters folded to ASCII, spaces dropped;
+    # the summation indices sit on the line below), on the page that shows its number.
+    want = "Vπ(s)=∑π(a∣s)[R(s,a)+γ∑P(s′∣s,a)Vπ(s′)]"
+    number = _equation_numbers()["eq-bellman-expectation"]
+    pages = [page for page in page_texts()
+             if want in re.sub(r"\s", "", unicodedata.normalize("NFKC", page))]
+    assert pages, f"the Bellman expectation equation {want!r} is not in the PDF"
+    assert f"({number})" in pages[0], f"its number ({number}) is not beside it"
