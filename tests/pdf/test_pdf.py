@@ -330,6 +330,9 @@ def test_equations_numbered_and_referenced():
     assert len(labels) >= 10, f"only {len(labels)} labelled equations in the sources"
     unnumbered = sorted(labels - set(numbers))
     assert not unnumbered, f"labelled equations without a number in the PDF: {unnumbered}"
+    # numbered by chapter ("2.3"), so that no two equations share a number
+    repeated = [n for n, k in Counter(numbers.values()).items() if k > 1]
+    assert not repeated, f"equation numbers used twice: {repeated}"
     text = full_text()
     for label, n in refs.items():
         shown = text.count(f"({numbers[label]})")
