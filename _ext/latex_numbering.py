@@ -26,14 +26,15 @@ def _environment_as_html(app) -> None:
         app.config.numfig_secnum_depth = HTML_SECNUM_DEPTH
 
 
-def _writer_by_chapter(app, builder) -> None:
-    # emitted after the environment is pickled, before any page is written
-    if isinstance(builder, LaTeXBuilder):
+def _writer_by_chapter(app, doctree, docname) -> None:
+    # The LaTeX builder resolves every page (doctree-resolved) after the environment is pickled
+    # and numbered, and before its writer reads the setting.
+    if isinstance(app.builder, LaTeXBuilder):
         app.config.numfig_secnum_depth = LATEX_SECNUM_DEPTH
 
 
 def setup(app):
     # after sphinx_jupyterbook_latex's builder-inited handler (default priority 500)
     app.connect("builder-inited", _environment_as_html, priority=900)
-    app.connect("write-started", _writer_by_chapter)
+    app.connect("doctree-resolved", _writer_by_chapter)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
