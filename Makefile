@@ -22,12 +22,14 @@ LAB_VENV := $(TOOLS_CACHE)/lab-$(LAB_VERSION)-myst-$(MYST_VERSION)
 NBGRADER_VENV := $(TOOLS_CACHE)/nbgrader-$(NBGRADER_VERSION)
 LAB_KERNELS := $(abspath $(VENV))/lab/share/jupyter
 
-.PHONY: help install book book-all test test-unit test-bench test-build test-nbval test-browser test-tools strip lab lab-env nbgrader-env student student-book clean
+.PHONY: help install book book-all pdf test-pdf test test-unit test-bench test-build test-nbval test-browser test-tools strip lab lab-env nbgrader-env student student-book clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make book          build the HTML book into _build/html (sets up .venv first)"
-	@echo "make test          everything CI checks: unit tests, strict build, nbval, browser test"
+	@echo "make pdf           build the book as one PDF, _build/latex/rlnotes.pdf (installs TeX Live"
+	@echo "                   from Debian when missing and run as root)"
+	@echo "make test          everything CI checks: unit tests, strict build, nbval, PDF, browser test"
 	@echo "make lab           open the notebooks in JupyterLab with MyST rendering (installed once)"
 	@echo "make student       the student kit in student_edition/: notebooks without solutions,"
 	@echo "                   the rlnotes wheel (dist/) and a README for students"
@@ -48,6 +50,7 @@ install: $(STAMP)
 # cached in _build/.jupyter_cache and re-run only when their code changes.
 book: $(STAMP)
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
+	@# _ext/pdf_link.py copies _build/latex/rlnotes.pdf into _build/html when it exists.
 	@echo "Open _build/html/index.html in a browser."
 
 # Re-execute every notebook (the cache does not notice changes to the rlnotes package).
@@ -62,9 +65,27 @@ test: $(STAMP)
 	@# The strict build and nbval each execute every notebook, one kernel at a time: run them side
 	@# by side on the two cores (each still executes every notebook in full).
 	$(MAKE) --no-print-directory -j2 --output-sync=target book-all test-nbval
+	$(MAKE) --no-print-directory test-pdf
 	$(MAKE) --no-print-directory test-browser
 	$(MAKE) --no-print-directory test-tools
 	@echo "make test: all checks passed"
+
+# The PDF: Jupyter Book's LaTeX builder with XeLaTeX, from the execution cache that `make book`
+# fills (a notebook not in the cache is executed once, as for the HTML). When an HTML build exists,
+# it is updated so that its front page links the PDF (copied to _build/html/rlnotes.pdf).
+PDF := _build/latex/rlnotes.pdf
+pdf: $(STAMP)
+	bash tools/ensure_texlive.sh
+	rm -f $(PDF)
+	$(BOOK_ENV) $(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going
+	@test -f $(PDF)
+	@# Update the HTML (only its front page changes) so that it links the PDF.
+	@if [ -f _build/html/index.html ]; then $(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going; fi
+	@echo "The PDF: $(PDF)"
+
+# Builds the PDF (after `make book` or `book-all`, from their cache) and checks it with poppler.
+test-pdf: pdf
+	$(BIN)/python -m pytest tests/pdf -q
 
 # Two workers (this machine has two cores); a test file stays on one worker, so its module fixtures
 # are computed once.
