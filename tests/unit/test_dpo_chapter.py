@@ -105,7 +105,6 @@ def test_recorded_frontier_claims():
     assert best_gold_within(*means("PPO"), 2.0) > best_gold_within(*means("DPO"), 2.0) + 0.5
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
     assert table[("PPO", 0.01)][1] < 0.35 < table[("DPO", 0.03)][1]
-    assert [round(best(m)[1], 2) for m in ("DPO", "PPO", "PPO, gold reward")] == [2.21, 2.15, 2.85]
     assert abs(table[("DPO", 0.03)][0] - table[("DPO", 0.1)][0]) < 0.1
     shared = [x["kl"] for x in record["rows"] if x["method"] == "PPO, shared critic"]
     detached = [x["kl"] for x in record["rows"] if x["method"] == "PPO" and x["beta"] == 0.5]
