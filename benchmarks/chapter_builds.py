@@ -89,7 +89,7 @@ def read_notebook(path: Path) -> tuple[list, dict]:
     return errors, glued
 
 
-def collect(out: Path, note: str = "") -> Path:
+def collect(out: Path, note: str = "", dest: Path | None = None) -> Path:
     times = read_times(out)
     by_tag = {tag_of(b): b for b in BUILDS}
     found = {}
@@ -98,6 +98,8 @@ def collect(out: Path, note: str = "") -> Path:
         build = name if name in BUILDS else by_tag.get(name)
         if chapter in TITLES and build:
             found[chapter, build] = path
+    if not found:
+        raise ValueError(f"out must hold executed notebooks <chapter>.<build>.ipynb, found none in {out}")
     builds = [b for b in BUILDS if any(b == fb for _, fb in found)]
     rows, values = [], {}
     for chapter in [c for c in CHAPTERS if any(c == fc for fc, _ in found)]:
@@ -131,7 +133,7 @@ def collect(out: Path, note: str = "") -> Path:
         "rows": rows,
         "values": values,
     }
-    path = ROOT / "benchmarks" / "results" / "chapter_builds.json"
+    path = dest or ROOT / "benchmarks" / "results" / "chapter_builds.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
 
