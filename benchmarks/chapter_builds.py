@@ -32,6 +32,16 @@ CHAPTERS = ["dqn", "policy_gradients", "actor_critic", "trpo_ppo"]
 TITLES = {"dqn": "Deep Q-networks", "policy_gradients": "Policy gradients",
           "actor_critic": "Actor-critic and GAE", "trpo_ppo": "TRPO and PPO"}
 RECORD_PREFIX = "application/papermill.record/"
+# glued numbers read from a recorded benchmark file, the same under every build: not tabulated
+FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_s2")
+
+
+def _short(text: str) -> str:
+    """A glued value as a table shows it: numbers to four significant digits."""
+    try:
+        return f"{float(text):.4g}"
+    except ValueError:
+        return text
 
 
 def tag_of(build: str) -> str:
@@ -114,7 +124,8 @@ def collect(out: Path, note: str = "", dest: Path | None = None) -> Path:
             cpu = times.get(f"{chapter}.{build}")
             row.append(status + (f", {cpu:.0f} CPU s" if cpu is not None else ""))
             for key, value in glued.items():
-                values.setdefault(TITLES[chapter], {}).setdefault(key, {b: "" for b in builds})[build] = value
+                if not key.startswith(FROM_RECORDS):
+                    values.setdefault(TITLES[chapter], {}).setdefault(key, {b: "" for b in builds})[build] = _short(value)
         rows.append(row)
     capability = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True).stdout.strip()
     cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
