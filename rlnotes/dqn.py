@@ -135,7 +135,7 @@ def td_targets(rewards, next_q_online, next_q_target, terminated, gamma: float, 
 
 
 def dqn_loss(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber") -> torch.Tensor:
-    """The mean TD loss over a minibatch: Huber (``smooth_l1`` with delta 1: quadratic for
+    """The mean TD loss over a minibatch: Huber (``smooth_l1`` with threshold omega = 1: quadratic for
     |y - Q| <= 1, linear beyond, so one large error cannot blow up the gradient) or "mse".
     ``q_sa`` and ``targets`` have shape (B,); ``targets`` carries no gradient.
 
@@ -174,8 +174,8 @@ def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber"
 @torch.no_grad()
 def polyak_update(target_params, params, tau: float) -> None:
     """Move the target network toward the online one, in place:
-    ``theta_target <- (1 - tau) theta_target + tau theta`` for each pair of tensors.
-    tau = 1 is a hard copy; a small tau makes theta_target an exponential moving average of
+    ``w_target <- (1 - tau) w_target + tau w`` for each pair of tensors.
+    tau = 1 is a hard copy; a small tau makes w_target an exponential moving average of
     the online weights, with a mean lag of about 1 / tau updates. One fused operation for all
     tensors.
 

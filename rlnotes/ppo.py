@@ -22,16 +22,16 @@ def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
 
     .. math::
 
-        r_t(\theta) = \frac{\pi_\theta(a_t \mid s_t)}{\pi_{\theta_{old}}(a_t \mid s_t)}
+        \rho_t(\theta) = \frac{\pi_\theta(a_t \mid s_t)}{\pi_{\theta_{old}}(a_t \mid s_t)}
                     = \exp(\text{logp}_t - \text{old\_logp}_t), \qquad
         L(\theta) = -\frac{1}{|M|} \sum_{t \in M}
-            \min\left(r_t(\theta) A_t,\ \mathrm{clip}(r_t(\theta), 1 - \epsilon, 1 + \epsilon) A_t\right)
+            \min\left(\rho_t(\theta) A_t,\ \mathrm{clip}(\rho_t(\theta), 1 - \epsilon_\text{clip}, 1 + \epsilon_\text{clip}) A_t\right)
 
     where M is the set of selected elements (all of them when ``mask`` is None). The minimum
-    makes the objective a pessimistic bound: once the ratio has moved past ``1 + epsilon`` with
-    ``A_t > 0`` (or below ``1 - epsilon`` with ``A_t < 0``) the clipped branch is active and the
+    makes the objective a pessimistic bound: once the ratio has moved past ``1 + epsilon_clip`` with
+    ``A_t > 0`` (or below ``1 - epsilon_clip`` with ``A_t < 0``) the clipped branch is active and the
     element's gradient is zero; everywhere else the gradient is the plain surrogate's,
-    ``-A_t r_t(theta) grad log pi_theta``.
+    ``-A_t rho_t(theta) grad log pi_theta``.
 
     ===========  =====================  ===================================================
     argument     shape                  meaning
@@ -41,7 +41,7 @@ def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
                                         collected the data; None means on-policy
                                         (``logp.detach()``, ratio 1)
     advantages   logp's                 ``A_t`` (e.g. from :func:`rlnotes.returns.gae`)
-    clip_eps     float in [0, 1)        epsilon
+    clip_eps     float in [0, 1)        epsilon_clip
     mask         None or logp's         1/True selects an element, 0/False drops it
     returns      () scalar              the mean over the selected elements
     ===========  =====================  ===================================================
@@ -77,7 +77,7 @@ def ppo_penalty_loss(logp, old_logp, advantages, kl, beta):
 
     .. math::
 
-        L(\theta) = -\frac{1}{B} \sum_t \left( r_t(\theta) A_t
+        L(\theta) = -\frac{1}{B} \sum_t \left( \rho_t(\theta) A_t
                      - \beta\, \mathrm{KL}[\pi_{\theta_{old}}(\cdot|s_t), \pi_\theta(\cdot|s_t)]
                      \right)
 
@@ -177,7 +177,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - anneal_lr: decay the step size linearly to 0 over total_steps
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
-    - clip_eps: the clip range epsilon in [0, 1)
+    - clip_eps: the clip range epsilon_clip in [0, 1)
     - vf_coef: weight of the value loss
     - ent_coef: weight of the entropy bonus (>= 0)
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)

@@ -174,7 +174,7 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
     kl                        (P,) -> float    the mean KL(pi_old || pi_theta)
     theta0, full_step         (P,) tensors     the old parameters; the proposed step
     expected_improvement      float            g . full_step
-    max_kl                    float > 0        delta, the trust region's radius
+    max_kl                    float > 0        kappa, the trust region's radius
     shrink                    float in (0, 1)  step factor per backtrack
     max_backtracks            int >= 1         candidates tried
     returns                   (theta, k)       the accepted parameters and the number of
@@ -208,25 +208,25 @@ def performance_difference(mdp, policy, new_policy, mu0) -> dict:
     r"""Both sides of the performance-difference lemma, the surrogate and TRPO's lower bound,
     computed exactly on a tabular MDP (discount ``gamma < 1``).
 
-    With :math:`d^{\pi}(s) = \sum_t \gamma^t \Pr(s_t = s \mid \pi)` the (unnormalised)
-    discounted visitation from the start distribution ``mu0`` and
+    With :math:`\nu^{\pi}(s) = \sum_t \gamma^t \Pr(s_t = s \mid \pi)` the (unnormalised)
+    discounted visitation from the start distribution :math:`p_0` (``mu0``) and
     :math:`A^\pi = Q^\pi - V^\pi`:
 
     .. math::
 
-        J(\pi') - J(\pi) = \sum_s d^{\pi'}(s) \sum_a \pi'(a|s) A^\pi(s, a) \quad
+        J(\pi') - J(\pi) = \sum_s \nu^{\pi'}(s) \sum_a \pi'(a|s) A^\pi(s, a) \quad
         \text{(the lemma)}, \qquad
-        L_\pi(\pi') = \sum_s d^{\pi}(s) \sum_a \pi'(a|s) A^\pi(s, a),
+        L_\pi(\pi') = \sum_s \nu^{\pi}(s) \sum_a \pi'(a|s) A^\pi(s, a),
 
         J(\pi') - J(\pi) \ge L_\pi(\pi') - C \max_s \mathrm{KL}(\pi(\cdot|s) \,\|\,
-        \pi'(\cdot|s)), \qquad C = \frac{4 \varepsilon \gamma}{(1 - \gamma)^2}, \quad
-        \varepsilon = \max_{s, a} |A^\pi(s, a)|
+        \pi'(\cdot|s)), \qquad C = \frac{4 \xi \gamma}{(1 - \gamma)^2}, \quad
+        \xi = \max_{s, a} |A^\pi(s, a)|
 
     (Schulman et al. 2015, Theorem 1). ``policy`` and ``new_policy`` are (S, A) probability
     matrices, ``mu0`` an (S,) probability vector. Returns a dict of floats: ``gain``
     (:math:`J(\pi') - J(\pi)`, from two exact policy evaluations), ``lemma`` (the right-hand
     side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` and ``bound``
-    (:math:`L - C \max \mathrm{KL}`). Normalising :math:`d` to a distribution multiplies the
+    (:math:`L - C \max \mathrm{KL}`). Normalising :math:`\nu` to a distribution multiplies the
     sums by :math:`1 - \gamma`, which is where the lemma's usual factor :math:`1/(1-\gamma)`
     comes from.
 
@@ -300,7 +300,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
-    - max_kl: delta, the radius of the trust region in mean KL
+    - max_kl: kappa, the radius of the trust region in mean KL
     - cg_iters: conjugate-gradient steps
     - cg_damping: damping added to the Fisher matrix's diagonal (> 0)
     - shrink: the line search's step factor per backtrack, in (0, 1)
