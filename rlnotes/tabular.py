@@ -966,6 +966,9 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     only be reached by m >= 2 exploratory choices within one episode is tried with
     probability of order $\epsilon_k^m$, whose sum over k is finite for ``epsilon_decay = 1``.
 
+    ``alpha`` is a float or a (num_runs,) array, one step size per run (a sweep over the step
+    size in one call, as in the chapter's interim-performance figure).
+
     | result | shape |
     | --- | --- |
     | ``Q`` | (num_runs, S, A) |
@@ -978,7 +981,16 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     model = toy_text_model(env)
     N = require_int(num_runs, "num_runs", minimum=1)
     num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
-    alpha, epsilon0 = _require_alpha(alpha), _require_epsilon(epsilon)
+    if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
+        alphas = np.asarray(alpha, dtype=np.float64)
+        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
+            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
+        for a_run in alphas:
+            _require_alpha(float(a_run))
+        alpha = alphas
+    else:
+        alpha = _require_alpha(alpha)
+    epsilon0 = _require_epsilon(epsilon)
     gamma = require_gamma(gamma)
     epsilon_decay = require_in_range(epsilon_decay, "epsilon_decay", 0.0, 10.0)
     alpha_decay = require_in_range(alpha_decay, "alpha_decay", 0.0, 10.0)
