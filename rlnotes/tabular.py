@@ -742,7 +742,7 @@ def best_expected_return(env, horizon: int | None = None):
 
     | result | shape |
     | --- | --- |
-    | ``value`` | float: $\sum_s \mu(s)\,u_H(s)$, $\mu$ the start distribution |
+    | ``value`` | float: $\sum_s p_0(s)\,u_H(s)$, $p_0$ the start distribution |
     | ``actions`` | (horizon, S) int: row h - 1 is the best action with h steps left (ties: first) |
 
     Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.

@@ -196,3 +196,22 @@ def test_value_iteration_greedy_policy_is_two_tol_optimal():
         for tol in (1e-1, 1e-2, 1e-3):
             _, pi = value_iteration(mdp, tol=tol)
             assert np.abs(policy_evaluation(mdp, pi) - V_star).max() <= 2 * tol
+
+
+def test_td_control_batch_per_run_step_sizes():
+    cliff = gym.make("CliffWalking-v1")
+    alphas = np.array([0.5, 0.5, 0.1])
+    Q, R = tabular.td_control_batch(cliff, "expected_sarsa", num_runs=3, num_episodes=5, alpha=alphas,
+                                    epsilon=0.1, seed=0)
+    assert Q.shape == (3, 48, 4) and R.shape == (3, 5)
+    Q_scalar, _ = tabular.td_control_batch(cliff, "expected_sarsa", num_runs=3, num_episodes=5,
+                                           alpha=0.5, epsilon=0.1, seed=0)
+    Q_array, _ = tabular.td_control_batch(cliff, "expected_sarsa", num_runs=3, num_episodes=5,
+                                          alpha=np.full(3, 0.5), epsilon=0.1, seed=0)
+    assert np.array_equal(Q_scalar, Q_array)             # one step size per run, all equal
+    assert not np.array_equal(Q, Q_scalar)
+    for bad in (np.ones(2) * 0.5, np.array([0.5, 0.0, 0.1]), np.array([0.5, 1.5, 0.1]),
+                np.array([0.5, np.nan, 0.1])):
+        with pytest.raises(ValueError, match="alpha"):
+            tabular.td_control_batch(cliff, "sarsa", num_runs=3, num_episodes=2, alpha=bad,
+                                     epsilon=0.1, seed=0)
