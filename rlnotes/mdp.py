@@ -569,13 +569,13 @@ def _evaluate(mdp: TabularMDP, pi: np.ndarray, tol: float) -> np.ndarray:
     gamma = mdp.gamma
     V = np.zeros(S)
     if gamma < 1.0:
-        A = np.eye(S) - gamma * P_pi
-        V = np.linalg.solve(A, R_pi)
+        M = np.eye(S) - gamma * P_pi
+        V = np.linalg.solve(M, R_pi)
         for _ in range(3):  # iterative refinement, should rounding leave a visible residual
             residual = R_pi + gamma * P_pi @ V - V
             if np.abs(residual).max() <= tol:
                 break
-            V = V + np.linalg.solve(A, residual)
+            V = V + np.linalg.solve(M, residual)
         return V
     # gamma = 1: zero on the closed zero-reward set of the policy, a linear solve elsewhere.
     scale = max(1.0, float(np.abs(mdp._R).max()))
@@ -588,8 +588,8 @@ def _evaluate(mdp: TabularMDP, pi: np.ndarray, tol: float) -> np.ndarray:
             "is not finite. Use gamma < 1 or a policy that terminates.")
     N = ~Z
     if N.any():
-        A = np.eye(int(N.sum())) - P_pi[np.ix_(N, N)]
-        V[N] = np.linalg.solve(A, R_pi[N])
+        M = np.eye(int(N.sum())) - P_pi[np.ix_(N, N)]
+        V[N] = np.linalg.solve(M, R_pi[N])
     return V
 
 
@@ -658,20 +658,29 @@ def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=1
     tol = _require_tol(tol)
     max_sweeps = require_int(max_sweeps, "max_sweeps", minimum=1)
     pi = _policy_in(mdp, policy)
-    P_pi = np.einsum("sa,sat->st", pi, mdp._P)
-    R_pi = (pi * mdp._R).sum(axis=1)
     gamma = mdp.gamma
-    V = np.zeros(mdp.num_states)
+    V, sweep, change = _iterative_evaluation_core(mdp._P, mdp._R, pi, gamma, tol, max_sweeps)
+    if sweep is None:
+        raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
+                         f"(last change {change:.3g}); raise max_sweeps, or tol")
+    if gamma < 1.0 and gamma * change >= tol * (1.0 - gamma):
+        V = _evaluate(mdp, pi, tol)  # stalled by rounding before the bound reached tol
+    return mdp._kind.values(V), sweep
+
+
+def _iterative_evaluation_core(P, R, pi, gamma, tol, max_sweeps):
+    """Synchronous Bellman expectation backups from V = 0 (see iterative_policy_evaluation);
+    returns (V, sweeps, last change), sweeps = None if max_sweeps were not enough."""
+    P_pi = np.einsum("sa,sat->st", pi, P)          # P_pi[s, s'] = sum_a pi(a|s) P(s'|s, a)
+    R_pi = (pi * R).sum(axis=1)                    # R_pi[s] = sum_a pi(a|s) R(s, a)
+    V = np.zeros(R.shape[0])
     for sweep in range(1, max_sweeps + 1):
-        V_new = R_pi + gamma * P_pi @ V
+        V_new = R_pi + gamma * P_pi @ V            # one sweep: V_{k+1} = R_pi + gamma P_pi V_k
         change = float(np.abs(V_new - V).max())
         V = V_new
-        if _small_enough(change, gamma, tol, V):
-            if gamma < 1.0 and gamma * change >= tol * (1.0 - gamma):
-                V = _evaluate(mdp, pi, tol)  # stalled by rounding before the bound reached tol
-            return mdp._kind.values(V), sweep
-    raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
-                     f"(last change {change:.3g}); raise max_sweeps, or tol")
+        if _small_enough(change, gamma, tol, V):   # gamma change < tol (1 - gamma), or rounding
+            return V, sweep, change
+    return V, None, change
 
 
 def in_place_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=100_000):

@@ -400,11 +400,18 @@ def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1
         raise ValueError(f"first_visit must be True or False, got {first_visit!r}")
     V = _require_V0(V0, S)
     rng = np.random.default_rng(_require_seed(seed))
-    cum = np.cumsum(policy, axis=1)
     history = np.empty((num_episodes + 1, S))
     history[0] = V
     s, _ = env.reset(seed=_first_reset_seed(rng))
-    for k in range(num_episodes):
+    _mc_prediction_core(env, s, np.cumsum(policy, axis=1), V, history, alpha, gamma,
+                        first_visit, rng)
+    return history
+
+
+def _mc_prediction_core(env, s, cum, V, history, alpha, gamma, first_visit, rng):
+    """The episode loop of mc_prediction (s: the first start state); V is updated in place and
+    history[k + 1] = V after episode k."""
+    for k in range(history.shape[0] - 1):
         if k > 0:
             s, _ = env.reset()
         states, rewards = [], []
@@ -424,7 +431,6 @@ def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1
             if not first_visit or first[states[t]] == t:
                 V[states[t]] = td_update(V[states[t]], G, alpha)
         history[k + 1] = V
-    return history
 
 
 # --------------------------------------------------------------------------------------------
@@ -1463,6 +1469,13 @@ def off_policy_mc_control(env, num_episodes: int, gamma: float = 1.0, seed: int 
     max_steps = require_int(max_steps, "max_steps", minimum=1)
     rng = np.random.default_rng(_require_seed(seed))
     Q, C = np.zeros((S, A)), np.zeros((S, A))
+    _off_policy_mc_core(model, Q, C, num_episodes, gamma, max_steps, rng)
+    return Q, np.argmax(Q, axis=1)
+
+
+def _off_policy_mc_core(model, Q, C, num_episodes, gamma, max_steps, rng):
+    """The episode loop of off_policy_mc_control: updates Q and C in place."""
+    A = model.num_actions
     for _ in progress(range(num_episodes), desc="off-policy MC"):
         s, episode = int(model.sample_start(1, rng)[0]), []
         for _t in range(max_steps):                            # play with b: uniform
@@ -1482,7 +1495,6 @@ def off_policy_mc_control(env, num_episodes: int, gamma: float = 1.0, seed: int 
             if a != np.argmax(Q[s]):                           # pi(a | s) = 0: ratio 0 before
                 break
             W *= A                            # W <- W pi(a|s) / b(a|s), pi = 1, b = 1/A
-    return Q, np.argmax(Q, axis=1)
 
 
 def batch_td_mc(episodes, num_states: int, gamma: float = 1.0, alpha: float = 0.05,

@@ -1,12 +1,16 @@
-"""Blackjack as in Sutton and Barto's Example 5.1 and gymnasium's ``Blackjack-v1``, simulated
-for many episodes at once with numpy.
+"""Blackjack as in Sutton and Barto's Example 5.1 and gymnasium's ``Blackjack-v1`` with
+``sab=True``, simulated for many episodes at once with numpy.
 
 Cards are drawn with replacement (an infinite deck): 1 (ace) to 9 with probability 1/13 each,
 10 with probability 4/13 (ten, jack, queen, king). The player and the dealer get two cards; one
 of the dealer's cards is showing. An ace counts 11 if that does not bust the hand (a *usable*
 ace), else 1. The player hits until it sticks or goes over 21 (reward -1); then the dealer hits
 until its sum is at least 17. Reward +1 if the player's sum is higher or the dealer busts, 0 on a
-draw, -1 otherwise; gamma = 1. The state is (usable ace, player's sum, dealer's card); the
+draw, -1 otherwise; gamma = 1. A *natural* (an ace and a ten-card as the first two cards, the
+player sticking on it) wins, +1, unless the dealer's two cards are a natural too (a draw): Sutton
+and Barto's rule, which gymnasium applies with ``gym.make("Blackjack-v1", sab=True)``; its
+default ``Blackjack-v1`` instead compares the natural's 21 with the dealer's final sum, so a
+dealer who draws to 21 gets a draw there. The state is (usable ace, player's sum, dealer's card); the
 player's decisions matter only for sums 12 to 21 (below 12 a hit can never bust), so those 200
 states are the ones the book's figures show.
 
@@ -34,12 +38,15 @@ def _total(raw: np.ndarray, ace: np.ndarray) -> np.ndarray:
 
 def _play(num_episodes: int, stick_at: int, seed):
     """Play episodes with the policy "stick on stick_at or more"; returns the outcome of each
-    episode and the (episode, state index) pairs visited with a sum of 12 to 21."""
+    episode, the (episode, state index) pairs visited with a sum of 12 to 21, and whether the
+    player stuck on a natural."""
     rng = np.random.default_rng(seed)
     n = num_episodes
     c1, c2 = _draw(rng, n), _draw(rng, n)
     raw, ace = c1 + c2, (c1 == 1) | (c2 == 1)
     show, hidden = _draw(rng, n), _draw(rng, n)
+    natural = (raw == 11) & ace                                  # an ace and a ten-card
+    hit_ever = np.zeros(n, dtype=bool)
     reward = np.zeros(n)
     playing = np.ones(n, dtype=bool)
     visits = []                                                  # (episodes, state indices)
@@ -49,6 +56,7 @@ def _play(num_episodes: int, stick_at: int, seed):
         idx = np.flatnonzero(playing & (total >= 12))
         visits.append((idx, usable[idx] * 100 + (total[idx] - 12) * 10 + (show[idx] - 1)))
         hit = playing & (total < stick_at)
+        hit_ever |= hit
         card = _draw(rng, n)
         raw = np.where(hit, raw + card, raw)
         ace |= hit & (card == 1)
@@ -66,8 +74,10 @@ def _play(num_episodes: int, stick_at: int, seed):
         d_ace |= hits & (card == 1)
     player, dealer = _total(raw, ace), _total(d_raw, d_ace)
     outcome = np.sign(player - np.where(dealer > 21, 0, dealer)).astype(np.float64)
+    dealer_natural = (show + hidden == 11) & ((show == 1) | (hidden == 1))
+    outcome[natural & ~hit_ever & ~dealer_natural] = 1.0         # a natural wins (S&B)
     reward = np.where(stuck, outcome, reward)
-    return reward, visits
+    return reward, visits, natural & ~hit_ever
 
 
 def _check(num_episodes, stick_at, seed):
@@ -105,7 +115,7 @@ def blackjack_mc_prediction(num_episodes: int, stick_at: int = 20, seed: int | N
     Defined in: Learning without a model: Monte Carlo and TD, section Blackjack: Monte Carlo
     prediction.
     """
-    reward, visits = _play(*_check(num_episodes, stick_at, seed))
+    reward, visits, _ = _play(*_check(num_episodes, stick_at, seed))
     episodes = np.concatenate([e for e, _ in visits])
     states = np.concatenate([s for _, s in visits])
     count = np.bincount(states, minlength=200)

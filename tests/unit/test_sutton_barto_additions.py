@@ -109,7 +109,7 @@ def test_ab_grid_bad_input():
 
 def test_blackjack_agrees_with_gymnasium():
     R = blackjack_returns(200_000, seed=1)
-    env = gym.make("Blackjack-v1")
+    env = gym.make("Blackjack-v1", sab=True)
     G = []
     for i in range(4000):
         obs, _ = env.reset(seed=i)
@@ -128,6 +128,24 @@ def test_blackjack_agrees_with_gymnasium():
                 dict(num_episodes=10, stick_at=23), dict(num_episodes=10, seed=-1)):
         with pytest.raises(ValueError):
             blackjack_mc_prediction(**bad)
+
+
+def test_blackjack_naturals_follow_sutton_barto():
+    from rlnotes.envs.blackjack import _play
+    p_win = 1 - 8 / 169                  # a natural wins unless the dealer's two cards are one
+    R, _, natural = _play(200_000, 20, 3)
+    assert natural.sum() > 5000 and set(np.unique(R[natural])) <= {0.0, 1.0}
+    assert abs(R[natural].mean() - p_win) < 4 * np.sqrt(p_win * (1 - p_win) / natural.sum())
+    R22, _, natural22 = _play(20_000, 22, 3)   # hitting on 21 forfeits the natural
+    assert not natural22.any()
+    env = gym.make("Blackjack-v1", sab=True)  # gymnasium's S&B rules agree
+    G = []
+    for i in range(3000):
+        obs, _ = env.reset(seed=i)
+        if obs[0] == 21:
+            G.append(env.step(0)[1])
+    G = np.array(G)
+    assert G.size > 100 and abs(G.mean() - p_win) < 4 * np.sqrt(p_win * (1 - p_win) / G.size)
 
 
 def test_importance_sampling_estimates():
