@@ -56,6 +56,10 @@ __all__ = [
     "TabularMDP",
     "bellman_expectation_backup",
     "bellman_optimality_backup",
+    "four_argument_dynamics",
+    "gamblers_problem",
+    "mdp_from_dynamics",
+    "tied_greedy_actions",
     "greedy_policy",
     "in_place_policy_evaluation",
     "iterative_policy_evaluation",
@@ -257,9 +261,6 @@ class TabularMDP:
                 f"env.unwrapped.P (a dict), got {type(base).__name__} without one")
         S = _space_size(getattr(base, "observation_space", None), "env.observation_space")
         A = _space_size(getattr(base, "action_space", None), "env.action_space")
-        P = np.zeros((S, A, S))
-        R = np.zeros((S, A))
-        terminal = np.zeros(S, dtype=bool)
         for s in range(S):
             if s not in table:
                 raise ValueError(f"env.unwrapped.P has no entry for state {s} (expected {S} states)")
@@ -267,24 +268,38 @@ class TabularMDP:
                 if a not in table[s]:
                     raise ValueError(f"env.unwrapped.P[{s}] has no entry for action {a}")
                 for outcome in table[s][a]:
-                    prob, s2, reward, terminated = outcome[:4]
-                    s2 = int(s2)
-                    if not 0 <= s2 < S:
-                        raise ValueError(f"env.unwrapped.P[{s}][{a}] leads to state {s2}, outside [0, {S})")
-                    P[s, a, s2] += float(prob)
-                    R[s, a] += float(prob) * float(reward)
-                    if terminated:
-                        terminal[s2] = True
-        for s in np.flatnonzero(terminal):
-            P[s] = 0.0
-            P[s, :, s] = 1.0
-            R[s] = 0.0
+                    if not 0 <= int(outcome[1]) < S:
+                        raise ValueError(f"env.unwrapped.P[{s}][{a}] leads to state "
+                                         f"{int(outcome[1])}, outside [0, {S})")
+        P, R = _tables_from_toy_text(table, S, A)
         return cls(P, R, gamma)
 
     def __repr__(self) -> str:
         kind = "torch" if self._kind.torch else "numpy"
         return (f"TabularMDP(S={self.num_states}, A={self.num_actions}, gamma={self.gamma}, "
                 f"{kind} {self._kind.dtype})")
+
+
+def _tables_from_toy_text(table, S: int, A: int):
+    """P (S, A, S) and R (S, A) from a toy-text table ``table[s][a] = [(prob, s2, r, done), ...]``:
+    probabilities of repeated outcomes add up, R is the expected reward, and every terminal state
+    (entered by a transition flagged done) becomes absorbing with zero reward.
+
+    Defined in: MDPs and dynamic programming, section FrozenLake: a model from gymnasium.
+    """
+    P, R = np.zeros((S, A, S)), np.zeros((S, A))
+    terminal = np.zeros(S, dtype=bool)
+    for s in range(S):
+        for a in range(A):
+            for prob, s2, reward, done, *_ in table[s][a]:
+                P[s, a, int(s2)] += prob                # P(s' | s, a)
+                R[s, a] += prob * reward                # R(s, a) = E[r | s, a]
+                terminal[int(s2)] |= bool(done)
+    for s in np.flatnonzero(terminal):                  # terminal: absorbing, zero reward
+        P[s] = 0.0
+        P[s, :, s] = 1.0
+        R[s] = 0.0
+    return P, R
 
 
 def _scalar(value, name: str) -> float:
@@ -554,13 +569,13 @@ def _evaluate(mdp: TabularMDP, pi: np.ndarray, tol: float) -> np.ndarray:
     gamma = mdp.gamma
     V = np.zeros(S)
     if gamma < 1.0:
-        A = np.eye(S) - gamma * P_pi
-        V = np.linalg.solve(A, R_pi)
+        M = np.eye(S) - gamma * P_pi
+        V = np.linalg.solve(M, R_pi)
         for _ in range(3):  # iterative refinement, should rounding leave a visible residual
             residual = R_pi + gamma * P_pi @ V - V
             if np.abs(residual).max() <= tol:
                 break
-            V = V + np.linalg.solve(A, residual)
+            V = V + np.linalg.solve(M, residual)
         return V
     # gamma = 1: zero on the closed zero-reward set of the policy, a linear solve elsewhere.
     scale = max(1.0, float(np.abs(mdp._R).max()))
@@ -573,8 +588,8 @@ def _evaluate(mdp: TabularMDP, pi: np.ndarray, tol: float) -> np.ndarray:
             "is not finite. Use gamma < 1 or a policy that terminates.")
     N = ~Z
     if N.any():
-        A = np.eye(int(N.sum())) - P_pi[np.ix_(N, N)]
-        V[N] = np.linalg.solve(A, R_pi[N])
+        M = np.eye(int(N.sum())) - P_pi[np.ix_(N, N)]
+        V[N] = np.linalg.solve(M, R_pi[N])
     return V
 
 
@@ -643,20 +658,29 @@ def iterative_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=1
     tol = _require_tol(tol)
     max_sweeps = require_int(max_sweeps, "max_sweeps", minimum=1)
     pi = _policy_in(mdp, policy)
-    P_pi = np.einsum("sa,sat->st", pi, mdp._P)
-    R_pi = (pi * mdp._R).sum(axis=1)
     gamma = mdp.gamma
-    V = np.zeros(mdp.num_states)
+    V, sweep, change = _iterative_evaluation_core(mdp._P, mdp._R, pi, gamma, tol, max_sweeps)
+    if sweep is None:
+        raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
+                         f"(last change {change:.3g}); raise max_sweeps, or tol")
+    if gamma < 1.0 and gamma * change >= tol * (1.0 - gamma):
+        V = _evaluate(mdp, pi, tol)  # stalled by rounding before the bound reached tol
+    return mdp._kind.values(V), sweep
+
+
+def _iterative_evaluation_core(P, R, pi, gamma, tol, max_sweeps):
+    """Synchronous Bellman expectation backups from V = 0 (see iterative_policy_evaluation);
+    returns (V, sweeps, last change), sweeps = None if max_sweeps were not enough."""
+    P_pi = np.einsum("sa,sat->st", pi, P)          # P_pi[s, s'] = sum_a pi(a|s) P(s'|s, a)
+    R_pi = (pi * R).sum(axis=1)                    # R_pi[s] = sum_a pi(a|s) R(s, a)
+    V = np.zeros(R.shape[0])
     for sweep in range(1, max_sweeps + 1):
-        V_new = R_pi + gamma * P_pi @ V
+        V_new = R_pi + gamma * P_pi @ V            # one sweep: V_{k+1} = R_pi + gamma P_pi V_k
         change = float(np.abs(V_new - V).max())
         V = V_new
-        if _small_enough(change, gamma, tol, V):
-            if gamma < 1.0 and gamma * change >= tol * (1.0 - gamma):
-                V = _evaluate(mdp, pi, tol)  # stalled by rounding before the bound reached tol
-            return mdp._kind.values(V), sweep
-    raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough to reach tol={tol:g} "
-                     f"(last change {change:.3g}); raise max_sweeps, or tol")
+        if _small_enough(change, gamma, tol, V):   # gamma change < tol (1 - gamma), or rounding
+            return V, sweep, change
+    return V, None, change
 
 
 def in_place_policy_evaluation(mdp: TabularMDP, policy, tol=1e-10, max_sweeps=100_000):
@@ -783,6 +807,23 @@ def policy_iteration(mdp: TabularMDP):
     return mdp._kind.values(V), mdp._kind.actions(_greedy_for(mdp, _q(mdp, V)))
 
 
+def _value_iteration_core(P, R, gamma, tol):
+    """Value iteration for gamma < 1, as the pseudocode states it: sweep the Bellman optimality
+    backup from V = 0 until the contraction bound gamma / (1 - gamma) * Delta is below tol
+    (or Delta is at the level of rounding). Returns V and the last change Delta.
+
+    Defined in: MDPs and dynamic programming, section Value iteration.
+    """
+    V = np.zeros(P.shape[0])
+    while True:
+        Q = R + gamma * P @ V                  # Q[s, a] = R(s, a) + gamma sum_s' P(s'|s, a) V(s')
+        V_new = Q.max(axis=1)                  # the backup: V_{k+1} = T V_k
+        Delta = float(np.abs(V_new - V).max())
+        V = V_new
+        if _small_enough(Delta, gamma, tol, V):  # gamma / (1 - gamma) * Delta < tol
+            return V, Delta
+
+
 def value_iteration(mdp: TabularMDP, tol=1e-10):
     r"""Optimal values and a greedy optimal policy by value iteration (Bellman, 1957).
 
@@ -823,15 +864,9 @@ def value_iteration(mdp: TabularMDP, tol=1e-10):
     """
     _require_mdp(mdp)
     tol = _require_tol(tol)
-    V = np.zeros(mdp.num_states)
     if mdp.gamma < 1.0:
         gamma = mdp.gamma
-        while True:  # terminates: the error shrinks by gamma per sweep
-            V_new = _q(mdp, V).max(axis=1)
-            change = float(np.abs(V_new - V).max())
-            V = V_new
-            if _small_enough(change, gamma, tol, V):
-                break
+        V, change = _value_iteration_core(mdp._P, mdp._R, gamma, tol)
         if gamma * change >= tol * (1.0 - gamma):
             # Stopped by rounding before the bound reached tol (gamma close to 1, large values):
             # the greedy policy's exact value is then the more accurate answer, if it is optimal.
@@ -970,6 +1005,167 @@ def value_iteration_bounds(mdp: TabularMDP, num_sweeps: int):
         values[k - 1] = V
         bounds[k - 1] = mdp.gamma ** k * np.maximum(outlast_star, outlast_k) * scale
     return values, bounds
+
+
+# ----------------------------------------------------------------------------------------------
+# Four-argument dynamics, tied optimal actions, the Gambler's problem
+# ----------------------------------------------------------------------------------------------
+
+def four_argument_dynamics(env):
+    r"""The four-argument dynamics :math:`p(s', r \mid s, a)` of a toy-text environment.
+
+    Sutton and Barto's model of an MDP (their equation 3.2): the joint probability of the next
+    state and the reward. The rewards a table can pay are finitely many, ``rewards[k]``, and
+
+    .. math::
+        p[s, a, s', k] = \Pr(s_{t+1} = s', r_{t+1} = 	ext{rewards}[k] \mid s_t = s, a_t = a).
+
+    Terminal states are made absorbing with zero reward, as in
+    :meth:`TabularMDP.from_gymnasium`. :func:`mdp_from_dynamics` reduces p to ``P`` and ``R``.
+
+    ===========  ================  ================================================
+    argument     shape             meaning
+    ===========  ================  ================================================
+    ``env``      .                 a toy-text environment (``env.unwrapped.P``)
+    returns      ((S, A, S, K),    ``(p, rewards)``: the joint probabilities and
+                 (K,))             the K distinct rewards, sorted
+    ===========  ================  ================================================
+
+    Defined in: MDPs and dynamic programming, section Four-argument dynamics and the A/B grid
+    world.
+    """
+    base = getattr(env, "unwrapped", env)
+    table = getattr(base, "P", None)
+    if not isinstance(table, dict):
+        raise ValueError("env must be a toy-text gymnasium environment with a transition table "
+                         f"env.unwrapped.P (a dict), got {type(base).__name__} without one")
+    S = _space_size(getattr(base, "observation_space", None), "env.observation_space")
+    A = _space_size(getattr(base, "action_space", None), "env.action_space")
+    outcomes = [(s, a, o) for s in range(S) for a in range(A) for o in table[s][a]]
+    terminal = np.zeros(S, dtype=bool)
+    for _, _, (prob, s2, reward, done, *_) in outcomes:
+        if not 0 <= int(s2) < S:
+            raise ValueError(f"env.unwrapped.P leads to state {int(s2)}, outside [0, {S})")
+        terminal[int(s2)] |= bool(done)
+    rewards = np.unique([0.0] + [float(o[2]) for _, _, o in outcomes])
+    p = np.zeros((S, A, S, rewards.size))
+    zero = int(np.searchsorted(rewards, 0.0))
+    for s, a, (prob, s2, reward, done, *_) in outcomes:
+        if not terminal[s]:
+            p[s, a, int(s2), int(np.searchsorted(rewards, float(reward)))] += prob
+    for s in np.flatnonzero(terminal):
+        p[s, :, s, zero] = 1.0
+    return p, rewards
+
+
+def mdp_from_dynamics(p, rewards, gamma) -> TabularMDP:
+    r"""The MDP :math:`(P, R)` of four-argument dynamics :math:`p(s', r \mid s, a)`:
+
+    .. math::
+        P(s' \mid s, a) = \sum_r p(s', r \mid s, a), \qquad
+        R(s, a) = \sum_{s', r} r\, p(s', r \mid s, a).
+
+    ===========  =============  =====================================================
+    argument     shape          meaning
+    ===========  =============  =====================================================
+    ``p``        (S, A, S, K)   joint probabilities; each ``p[s, a]`` sums to 1
+    ``rewards``  (K,)           the reward values
+    ``gamma``    scalar         discount factor in [0, 1]
+    returns      .              a :class:`TabularMDP` (numpy float64)
+    ===========  =============  =====================================================
+
+    Defined in: MDPs and dynamic programming, section Four-argument dynamics and the A/B grid
+    world.
+    """
+    p = _to_numpy64(as_array(p, "p"))
+    rewards = _to_numpy64(as_array(rewards, "rewards"))
+    if p.ndim != 4 or p.shape[0] != p.shape[2]:
+        raise ValueError(f"p must have shape (S, A, S, K), got {p.shape}")
+    if rewards.shape != (p.shape[3],):
+        raise ValueError(f"rewards must have shape (K,) = ({p.shape[3]},) to match p, "
+                         f"got {rewards.shape}")
+    if not np.all(np.isfinite(p)) or p.min() < 0:
+        raise ValueError("p must hold finite probabilities >= 0")
+    if not np.all(np.isfinite(rewards)):
+        raise ValueError("rewards must be finite")
+    sums = p.sum(axis=(2, 3))
+    if np.abs(sums - 1.0).max() > PROB_ATOL:
+        s, a = np.unravel_index(int(np.argmax(np.abs(sums - 1.0))), sums.shape)
+        raise ValueError(f"each p[s, a] must sum to 1 over (s', r), got p[{s}, {a}].sum() = "
+                         f"{sums[s, a]:.12g}")
+    return TabularMDP(p.sum(axis=3), (p * rewards).sum(axis=(2, 3)), gamma)
+
+
+def tied_greedy_actions(mdp: TabularMDP, V, atol=1e-9):
+    r"""All greedy actions of ``V``, not just the one :func:`greedy_policy` picks:
+
+    .. math::
+        	ext{tied}[s, a] = \Big[\, Q(s, a) \ge \max_{a'} Q(s, a') - 	ext{atol} \cdot
+        \maxig(1, |\max_{a'} Q(s, a')|ig) \Big], \quad
+        Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s').
+
+    With ``V = V*`` (and ``gamma < 1``) every deterministic policy that picks a tied action in
+    every state is optimal; :func:`greedy_policy` returns the one with the lowest indices.
+
+    =========  ==========  ===================================================
+    argument   shape       meaning
+    =========  ==========  ===================================================
+    ``mdp``    .           a :class:`TabularMDP`
+    ``V``      (S,)        state values
+    ``atol``   scalar      relative tie tolerance, in [0, 1e-3]
+    returns    (S, A)      bool numpy mask of the maximising actions
+    =========  ==========  ===================================================
+
+    Defined in: MDPs and dynamic programming, section The Gambler's problem: tied optimal
+    policies.
+    """
+    _require_mdp(mdp)
+    atol = require_real(atol, "atol")
+    if not 0.0 <= atol <= 1e-3:
+        raise ValueError(f"atol must be in [0, 1e-3], got {atol}")
+    Q = _q(mdp, _values_in(mdp, V))
+    best = Q.max(axis=1, keepdims=True)
+    return Q >= best - atol * np.maximum(1.0, np.abs(best))
+
+
+def gamblers_problem(p_heads=0.4, goal: int = 100) -> TabularMDP:
+    r"""Sutton and Barto's Gambler's problem (Example 4.3) as an undiscounted MDP.
+
+    The capital s is in 0, ..., ``goal``; a stake of a + 1 (action a) wins with probability
+    ``p_heads`` and is lost otherwise. Reaching ``goal`` pays +1 and ends the episode, reaching 0
+    ends it with nothing; so V*(s) is the highest probability of reaching the goal from s. The
+    stakes allowed in s are 1, ..., min(s, goal - s); a larger one is clipped to that maximum, so
+    every action is defined in every state (a clipped action duplicates the largest stake, and
+    :func:`tied_greedy_actions` reports it tied with it). Every stake is at least 1, so every
+    policy ends its episodes: gamma = 1 is safe.
+
+    =============  ======  =====================================================
+    argument       shape   meaning
+    =============  ======  =====================================================
+    ``p_heads``    scalar  probability of winning a stake, in (0, 1)
+    ``goal``       int     the capital to reach, >= 2
+    returns        .       a :class:`TabularMDP` with S = goal + 1 states,
+                           A = goal // 2 actions (stake = action + 1), gamma = 1
+    =============  ======  =====================================================
+
+    Defined in: MDPs and dynamic programming, section The Gambler's problem: tied optimal
+    policies.
+    """
+    p_heads = require_real(p_heads, "p_heads")
+    if not 0.0 < p_heads < 1.0:
+        raise ValueError(f"p_heads must be in (0, 1), got {p_heads}")
+    goal = require_int(goal, "goal", minimum=2)
+    S, A = goal + 1, goal // 2
+    s = np.arange(1, goal)[:, None]                       # the non-terminal capitals
+    stake = np.minimum(np.arange(1, A + 1)[None, :], np.minimum(s, goal - s))
+    P = np.zeros((S, A, S))
+    R = np.zeros((S, A))
+    rows, acts = np.broadcast_arrays(s, np.arange(A)[None, :])
+    P[rows, acts, s + stake] += p_heads
+    P[rows, acts, s - stake] += 1.0 - p_heads
+    R[1:goal] = p_heads * (s + stake == goal)
+    P[0, :, 0] = P[goal, :, goal] = 1.0
+    return TabularMDP(P, R, 1.0)
 
 
 # ----------------------------------------------------------------------------------------------

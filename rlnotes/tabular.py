@@ -50,6 +50,7 @@ from rlnotes.progress import progress
 __all__ = [
     "ToyTextModel",
     "batch_prediction",
+    "batch_td_mc",
     "epsilon_greedy",
     "epsilon_greedy_probs",
     "best_expected_return",
@@ -59,11 +60,14 @@ __all__ = [
     "expected_sarsa_target",
     "greedy_path",
     "greedy_policy",
+    "importance_sampling_estimates",
+    "infinite_variance_episodes",
     "mc_control_batch",
     "mc_prediction",
     "mc_prediction_batch",
     "n_step_returns",
     "n_step_td_prediction_batch",
+    "off_policy_mc_control",
     "q_learning",
     "q_learning_target",
     "rms_error",
@@ -396,11 +400,18 @@ def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1
         raise ValueError(f"first_visit must be True or False, got {first_visit!r}")
     V = _require_V0(V0, S)
     rng = np.random.default_rng(_require_seed(seed))
-    cum = np.cumsum(policy, axis=1)
     history = np.empty((num_episodes + 1, S))
     history[0] = V
     s, _ = env.reset(seed=_first_reset_seed(rng))
-    for k in range(num_episodes):
+    _mc_prediction_core(env, s, np.cumsum(policy, axis=1), V, history, alpha, gamma,
+                        first_visit, rng)
+    return history
+
+
+def _mc_prediction_core(env, s, cum, V, history, alpha, gamma, first_visit, rng):
+    """The episode loop of mc_prediction (s: the first start state); V is updated in place and
+    history[k + 1] = V after episode k."""
+    for k in range(history.shape[0] - 1):
         if k > 0:
             s, _ = env.reset()
         states, rewards = [], []
@@ -420,7 +431,6 @@ def mc_prediction(env, policy, num_episodes: int, alpha: float, gamma: float = 1
             if not first_visit or first[states[t]] == t:
                 V[states[t]] = td_update(V[states[t]], G, alpha)
         history[k + 1] = V
-    return history
 
 
 # --------------------------------------------------------------------------------------------
@@ -738,7 +748,7 @@ def best_expected_return(env, horizon: int | None = None):
 
     | result | shape |
     | --- | --- |
-    | ``value`` | float: $\sum_s \mu(s)\,u_H(s)$, $\mu$ the start distribution |
+    | ``value`` | float: $\sum_s p_0(s)\,u_H(s)$, $p_0$ the start distribution |
     | ``actions`` | (horizon, S) int: row h - 1 is the best action with h steps left (ties: first) |
 
     Defined in: Learning without a model: Monte Carlo and TD, section Q-learning on FrozenLake.
@@ -857,24 +867,33 @@ def td0_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: f
     """
     model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
         env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
-    rows = np.arange(N)
     history = np.empty((num_episodes + 1, N, model.num_states))
     history[0] = V
     for k in progress(range(num_episodes), desc=f"TD(0) alpha={alpha}"):
-        s = model.sample_start(N, rng)
-        active = np.ones(N, dtype=bool)
-        t = 0
-        while active.any():
-            a = _sample_actions(policy[s], rng)
-            s2, r, terminated = model.sample_step(s, a, rng)
-            t += 1
-            target = td_target(r, V[rows, s2], terminated, gamma)
-            V[rows, s] = np.where(active, td_update(V[rows, s], target, alpha), V[rows, s])
-            truncated = model.max_episode_steps is not None and t >= model.max_episode_steps
-            active &= ~terminated & (not truncated)
-            s = s2
+        _td0_episodes(model, policy, V, alpha, gamma, rng)
         history[k + 1] = V
     return history
+
+
+def _td0_episodes(model, policy, V, alpha, gamma, rng):
+    """One episode of TD(0) in each of N runs at once, updating the (N, S) values V in place:
+    the pseudocode of section TD(0) prediction, with one row of V per run.
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Many runs at once.
+    """
+    runs = np.arange(V.shape[0])
+    s = model.sample_start(V.shape[0], rng)                  # s_0 of every run
+    active = np.ones(V.shape[0], dtype=bool)                  # runs whose episode goes on
+    t = 0
+    while active.any():
+        a = _sample_actions(policy[s], rng)                   # a ~ pi(. | s)
+        s2, r, d = model.sample_step(s, a, rng)               # r, s', terminated
+        target = td_target(r, V[runs, s2], d, gamma)          # r + gamma (1 - d) V(s')
+        V[runs, s] = np.where(active, td_update(V[runs, s], target, alpha), V[runs, s])
+        t += 1
+        truncated = model.max_episode_steps is not None and t >= model.max_episode_steps
+        active &= ~d & (not truncated)
+        s = s2
 
 
 def mc_prediction_batch(env, policy, num_runs: int, num_episodes: int, alpha: float,
@@ -953,6 +972,9 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     only be reached by m >= 2 exploratory choices within one episode is tried with
     probability of order $\epsilon_k^m$, whose sum over k is finite for ``epsilon_decay = 1``.
 
+    ``alpha`` is a float or a (num_runs,) array, one step size per run (a sweep over the step
+    size in one call, as in the chapter's interim-performance figure).
+
     | result | shape |
     | --- | --- |
     | ``Q`` | (num_runs, S, A) |
@@ -965,7 +987,16 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     model = toy_text_model(env)
     N = require_int(num_runs, "num_runs", minimum=1)
     num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
-    alpha, epsilon0 = _require_alpha(alpha), _require_epsilon(epsilon)
+    if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
+        alphas = np.asarray(alpha, dtype=np.float64)
+        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
+            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
+        for a_run in alphas:
+            _require_alpha(float(a_run))
+        alpha = alphas
+    else:
+        alpha = _require_alpha(alpha)
+    epsilon0 = _require_epsilon(epsilon)
     gamma = require_gamma(gamma)
     epsilon_decay = require_in_range(epsilon_decay, "epsilon_decay", 0.0, 10.0)
     alpha_decay = require_in_range(alpha_decay, "alpha_decay", 0.0, 10.0)
@@ -1075,21 +1106,20 @@ def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int):
         raise ValueError(f"last_value must have shape {rewards.shape[1:]}, got {last_value.shape}")
     gamma = require_gamma(gamma)
     n = require_int(n, "n", minimum=1)
-    T = rewards.shape[0]
-    shape = (T,) + (1,) * (rewards.ndim - 1)
-    # V(s_{t+1}) for every t: the next row of values, and last_value after the last step.
-    next_values = np.concatenate([values[1:], last_value[None]], axis=0)
-    h = np.minimum(n, T - np.arange(T))            # steps actually available after t
-    G = np.zeros_like(rewards)
-    alive = np.ones_like(rewards)  # 1 while none of the transitions t, ..., t+k-1 ended it
-    for k in range(min(n, T)):
-        within = (k < h).reshape(shape)
-        r_k, d_k = np.zeros_like(rewards), np.zeros_like(rewards)
-        r_k[:T - k], d_k[:T - k] = rewards[k:], dones[k:]
-        G += within * alive * gamma**k * r_k
-        alive = np.where(within, alive * (1.0 - d_k), alive)
-    boot = next_values[np.arange(T) + h - 1]       # V(s_{t+h})
-    return G + alive * (gamma ** h).reshape(shape) * boot
+    return _n_step_returns_core(rewards, values, dones, last_value, gamma, n)
+
+
+def _n_step_returns_core(rewards, values, dones, last_value, gamma, n):
+    """G^(n)_t for every t of a rollout, time first, by the recursion
+    G^(m)_t = r_{t+1} + gamma (1 - d_t) G^(m-1)_{t+1}, starting from G^(0)_t = V(s_t); at the end
+    of the rollout the target bootstraps from G_T = V(s_T) = last_value.
+
+    Defined in: Learning without a model: Monte Carlo and TD, section n-step TD.
+    """
+    G = np.concatenate([values, last_value[None]])           # G^(0)_t = V(s_t), t = 0..T
+    for _ in range(min(n, rewards.shape[0])):                 # after T rounds nothing changes
+        G = np.concatenate([rewards + gamma * (1.0 - dones) * G[1:], last_value[None]])
+    return G[:-1]
 
 
 def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes: int,
@@ -1336,3 +1366,178 @@ def mc_control_batch(env, num_runs: int, num_episodes: int, gamma: float = 1.0, 
             Q[rows, s_t, a_t] = np.where(upd, Q[rows, s_t, a_t] + (G - Q[rows, s_t, a_t]) / n,
                                          Q[rows, s_t, a_t])
     return Q
+
+
+# --------------------------------------------------------------------------------------------
+# Off-policy Monte Carlo: importance sampling
+# --------------------------------------------------------------------------------------------
+
+def importance_sampling_estimates(ratios, returns):
+    r"""Running ordinary and weighted importance-sampling estimates of $V^\pi(s)$ from the
+    first-visit returns $G_i$ of $s$ in episodes $i = 1, 2, \dots$ played with a behaviour
+    policy b, each with its ratio $\rho_i = \prod_t \pi(a_t \mid s_t) / b(a_t \mid s_t)$ over
+    the actions from the visit to the end (Sutton and Barto, section 5.5):
+
+    $$V^{\text{ord}}_n = \frac{\sum_{i \le n} \rho_i G_i}{n}, \qquad
+      V^{\text{wtd}}_n = \frac{\sum_{i \le n} \rho_i G_i}{\sum_{i \le n} \rho_i}
+      \quad (0 \text{ while } \textstyle\sum_{i \le n} \rho_i = 0).$$
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``ratios`` | (..., n) ratios $\rho_i \ge 0$, episodes on the last axis |
+    | ``returns`` | (..., n) returns $G_i$ |
+    | returns ``(ordinary, weighted)`` | two arrays of the same shape: estimates after 1..n |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Off-policy Monte Carlo:
+    ordinary and weighted importance sampling.
+    """
+    ratios = np.asarray(ratios, dtype=np.float64)
+    returns = np.asarray(returns, dtype=np.float64)
+    if ratios.ndim < 1 or ratios.shape[-1] == 0:
+        raise ValueError(f"ratios must have at least one episode on the last axis, got {ratios.shape}")
+    if returns.shape != ratios.shape:
+        raise ValueError(f"returns must have the shape of ratios {ratios.shape}, got {returns.shape}")
+    if not np.all(np.isfinite(ratios)) or ratios.min() < 0:
+        raise ValueError("ratios must be finite and >= 0")
+    if not np.all(np.isfinite(returns)):
+        raise ValueError("returns must be finite")
+    weighted_sum = np.cumsum(ratios * returns, axis=-1)
+    weight_sum = np.cumsum(ratios, axis=-1)
+    n = np.arange(1, ratios.shape[-1] + 1)
+    weighted = np.divide(weighted_sum, weight_sum, out=np.zeros_like(weighted_sum),
+                         where=weight_sum > 0)
+    return weighted_sum / n, weighted
+
+
+def infinite_variance_episodes(num_runs: int, num_episodes: int, seed: int | None = None):
+    r"""Episodes of Sutton and Barto's Example 5.5, summarised by their ratio and return.
+
+    One non-terminal state, two actions. *right* ends the episode with reward 0; *left* ends it
+    with probability 0.1 and reward +1, and otherwise returns to the state with reward 0. The
+    target policy always goes left ($V^\pi = 1$); the behaviour policy picks each action with
+    probability 1/2. An episode with $T$ steps that ends on the left has
+    $\rho = \prod_t \pi(a_t) / b(a_t) = 2^T$ and $G = 1$; one that ends on the right has
+    $\rho = 0$ (and $G = 0$). So $\E_b[\rho G] = 1$, but $\E_b[(\rho G)^2] =
+    \sum_T 0.05 \cdot 0.45^{T-1} \cdot 4^T = \infty$: ordinary importance sampling has
+    infinite variance.
+
+    | argument / result | shape |
+    | --- | --- |
+    | returns ``(ratios, returns)`` | two (num_runs, num_episodes) arrays |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Off-policy Monte Carlo:
+    ordinary and weighted importance sampling.
+    """
+    N = require_int(num_runs, "num_runs", minimum=1)
+    n = require_int(num_episodes, "num_episodes", minimum=1)
+    rng = np.random.default_rng(_require_seed(seed))
+    # each step: left and stay (0.45), left and end with +1 (0.05), right and end with 0 (0.5)
+    T = rng.geometric(0.55, size=(N, n))                       # steps until the episode ends
+    ends_left = rng.random((N, n)) < 0.05 / 0.55               # the last step was "left"
+    G = ends_left.astype(np.float64)
+    ratios = np.where(ends_left, 2.0 ** T, 0.0)                # pi(left)/b(left) = 2 per step
+    return ratios, G
+
+
+def off_policy_mc_control(env, num_episodes: int, gamma: float = 1.0, seed: int | None = None,
+                          max_steps: int = 100_000):
+    r"""Off-policy Monte Carlo control with incremental weighted importance sampling (Sutton
+    and Barto, section 5.7), on the toy-text model of ``env``. The behaviour policy b is
+    uniformly random; the target policy $\pi$ is greedy in Q (ties to the first action).
+    After each episode, backwards from its end, with $W = 1$ and $G = 0$:
+
+    $$G \leftarrow \gamma G + r_{t+1}, \quad C(s_t, a_t) \leftarrow C(s_t, a_t) + W, \quad
+      Q(s_t, a_t) \leftarrow Q(s_t, a_t) + \frac{W}{C(s_t, a_t)}\,[G - Q(s_t, a_t)],$$
+
+    then stop the episode's updates if $a_t \ne \pi(s_t)$ (the ratio of what came before is
+    0), else $W \leftarrow W / b(a_t \mid s_t)$. The ratio of step t starts at t + 1: Q is
+    conditioned on $a_t$. Episodes must end (the environment's time limit is ignored: a cut
+    episode would need a bootstrap, which is not Monte Carlo); one still running after
+    ``max_steps`` raises ``ValueError``.
+
+    | result | shape |
+    | --- | --- |
+    | ``(Q, policy)`` | ((S, A), (S,)): the action values and the greedy target policy |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section Off-policy Monte Carlo
+    control.
+    """
+    model = toy_text_model(env)
+    S, A = model.num_states, model.num_actions
+    num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
+    gamma = require_gamma(gamma)
+    max_steps = require_int(max_steps, "max_steps", minimum=1)
+    rng = np.random.default_rng(_require_seed(seed))
+    Q, C = np.zeros((S, A)), np.zeros((S, A))
+    _off_policy_mc_core(model, Q, C, num_episodes, gamma, max_steps, rng)
+    return Q, np.argmax(Q, axis=1)
+
+
+def _off_policy_mc_core(model, Q, C, num_episodes, gamma, max_steps, rng):
+    """The episode loop of off_policy_mc_control: updates Q and C in place."""
+    A = model.num_actions
+    for _ in progress(range(num_episodes), desc="off-policy MC"):
+        s, episode = int(model.sample_start(1, rng)[0]), []
+        for _t in range(max_steps):                            # play with b: uniform
+            a = int(rng.integers(A))
+            s2, r, d = (x[0] for x in model.sample_step(np.array([s]), np.array([a]), rng))
+            episode.append((s, a, float(r)))
+            s = int(s2)
+            if d:
+                break
+        else:
+            raise ValueError(f"an episode ran max_steps={max_steps} steps without ending")
+        G, W = 0.0, 1.0
+        for s, a, r in reversed(episode):
+            G = gamma * G + r
+            C[s, a] += W
+            Q[s, a] += W / C[s, a] * (G - Q[s, a])
+            if a != np.argmax(Q[s]):                           # pi(a | s) = 0: ratio 0 before
+                break
+            W *= A                            # W <- W pi(a|s) / b(a|s), pi = 1, b = 1/A
+
+
+def batch_td_mc(episodes, num_states: int, gamma: float = 1.0, alpha: float = 0.05,
+                tol: float = 1e-12, max_sweeps: int = 1_000_000):
+    r"""Batch TD(0) and batch every-visit Monte Carlo on a fixed list of episodes (Sutton and
+    Barto, section 6.3): sweep the whole batch again and again, summing the increments
+    $\alpha\,[\text{target}_t - V(s_t)]$ over every recorded step before applying them, until
+    the largest change is below ``tol``. The TD(0) target is $r_{t+1} + \gamma (1 - d_t)
+    V(s_{t+1})$, the Monte Carlo target the return $G_t$. States never left keep 0.
+
+    | argument / result | shape |
+    | --- | --- |
+    | ``episodes`` | list of episodes, each a list of transitions ``(s, a, r, s2, terminated)`` |
+    | returns ``(V_td, V_mc)`` | ((num_states,), (num_states,)) |
+
+    Defined in: Learning without a model: Monte Carlo and TD, section You are the predictor.
+    """
+    S = require_int(num_states, "num_states", minimum=1)
+    gamma = require_gamma(gamma)
+    alpha = _require_alpha(alpha)
+    tol = require_in_range(tol, "tol", 0.0, 1.0, low_open=True)
+    max_sweeps = require_int(max_sweeps, "max_sweeps", minimum=1)
+    if not isinstance(episodes, (list, tuple)) or len(episodes) == 0:
+        raise ValueError("episodes must be a non-empty list of episodes")
+    steps = []
+    for i, episode in enumerate(episodes):
+        if len(episode) == 0:
+            raise ValueError(f"episodes[{i}] is empty")
+        G, returns = 0.0, []
+        for s, a, r, s2, terminated in reversed(episode):
+            if not (0 <= int(s) < S and 0 <= int(s2) < S):
+                raise ValueError(f"episodes[{i}] has a state outside [0, {S})")
+            G = float(r) + gamma * G
+            returns.append((int(s), float(r), int(s2), bool(terminated), G))
+        if not returns[0][3]:
+            raise ValueError(f"episodes[{i}] does not end with a terminated transition")
+        steps += returns
+    s, r, s2, d, G = (np.array(x) for x in zip(*steps))
+    V_td, V_mc = np.zeros(S), np.zeros(S)
+    for _ in range(max_sweeps):
+        inc_td = np.bincount(s, alpha * (r + gamma * (1 - d) * V_td[s2] - V_td[s]), minlength=S)
+        inc_mc = np.bincount(s, alpha * (G - V_mc[s]), minlength=S)
+        V_td, V_mc = V_td + inc_td, V_mc + inc_mc
+        if max(np.abs(inc_td).max(), np.abs(inc_mc).max()) < tol:
+            return V_td, V_mc
+    raise ValueError(f"max_sweeps={max_sweeps} sweeps were not enough (use a smaller alpha)")

@@ -15,6 +15,8 @@ _ENVS = {
     "rlnotes/GridWorld-v0": ("rlnotes.envs.gridworld:GridWorldEnv", 200),
     "rlnotes/RandomWalk-v0": ("rlnotes.envs.random_walk:RandomWalkEnv", None),
     "rlnotes/PointMass-v0": ("rlnotes.envs.point_mass:PointMassEnv", 100),
+    "rlnotes/ABGrid-v0": ("rlnotes.envs.ab_grid:ABGridEnv", None),
+    "rlnotes/WindyGridWorld-v0": ("rlnotes.envs.windy:WindyGridEnv", None),
 }
 
 

@@ -7,8 +7,9 @@
 
 Start top-left, trap (reward -10, episode ends) bottom-middle, goal (reward +10, episode ends)
 bottom-right; every other move pays 0, and moves off the grid leave the agent in place. The
-source notes fix only the size and the rewards; this layout makes the short routes through the
-trap tempting and the safe route unique (right, right, down).
+layout makes the short routes through the trap tempting and the safe route unique (right,
+right, down). Registered as ``rlnotes/Maze2x3-v0`` with a time limit of 100 steps (a wrapper,
+not part of the MDP).
 
 Defined in: MDPs and dynamic programming, section Two environments.
 """

@@ -255,7 +255,7 @@ CE_COUNTS = ("P_hat[s, s2] is the number of transitions s -> s2 divided by the n
 def check_certainty_equivalence(my_certainty_equivalence):
     """``my_certainty_equivalence(episodes, num_states, gamma)`` returns the (num_states,)
     values of the maximum-likelihood model of the episodes (0 for states never left)."""
-    expect_own_work(my_certainty_equivalence, tabular.batch_prediction)
+    expect_own_work(my_certainty_equivalence, tabular.batch_prediction, tabular.batch_td_mc)
     for i, (num_episodes, gamma) in enumerate([(3, 1.0), (12, 0.9), (40, 1.0)]):
         episodes, _ = random_episodes(num_episodes, seed=30 + i)
         S = 5
@@ -287,7 +287,8 @@ def check_weighted_importance_sampling(my_off_policy_mc):
     """``my_off_policy_mc(episodes, target, behaviour, gamma)`` returns the every-visit weighted
     importance-sampling estimate of V^pi, shape (S,), from episodes played with ``behaviour``;
     ``target`` and ``behaviour`` are (S, A) probability matrices; 0 where no weight arrived."""
-    expect_own_work(my_off_policy_mc, tabular.mc_prediction, tabular.mc_prediction_batch)
+    expect_own_work(my_off_policy_mc, tabular.mc_prediction, tabular.mc_prediction_batch,
+                    tabular.importance_sampling_estimates, tabular.off_policy_mc_control)
     S, A = 5, 3
     rng = np.random.default_rng(44)
     for i, (num_episodes, gamma) in enumerate([(4, 1.0), (30, 0.9)]):
