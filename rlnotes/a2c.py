@@ -260,10 +260,12 @@ def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam
         ent_coef, normalize_advantages, max_grad_norm, generator):
     """A2C's loop, the chapter's pseudocode (the core of :func:`train`): a rollout of T =
     ``num_steps`` steps in each of the N envs, its GAE advantages and lambda-returns, one
-    gradient step on :func:`a2c_loss`. Each of ``opt``'s parameter groups has the step size
-    ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each update.
+    gradient step on :func:`a2c_loss`. Each of ``opt``'s parameter groups has the step
+    size ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each
+    update.
 
-    Defined in: Actor-critic and generalised advantage estimation, section A2C on CartPole.
+    Defined in: Actor-critic and generalised advantage estimation, section A2C on
+    CartPole.
     """
     N, obs_dim = obs.shape
     params = list(net.parameters())
@@ -271,7 +273,8 @@ def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam
     autoreset = np.zeros(N, dtype=bool)
     steps = 0
     while steps < total_steps:
-        ro, obs, autoreset = collect_rollout(envs, net, obs, autoreset, num_steps, generator)
+        ro, obs, autoreset = collect_rollout(envs, net, obs, autoreset, num_steps,
+                                             generator)
         steps += N * num_steps
         adv, ret = rollout_advantages(ro, gamma, lam)  # (T, N): A_t and G_t^lambda
         mask = tensor(ro.valid.reshape(-1))  # False on autoreset steps

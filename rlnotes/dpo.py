@@ -312,10 +312,11 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
 
 def dpo(policy, opt, pairs, ref_c, ref_r, *, loss_fn, beta, average_logps, epochs,
         batch_size, lr, warmup, generator):
-    """DPO's loop, the chapter's pseudocode (the core of :func:`train_dpo`): ``epochs`` passes
-    over the shuffled pairs in minibatches; on each, log pi_theta of the chosen and rejected
-    completions (one forward pass), the loss against the reference's log-probs ``ref_c``,
-    ``ref_r`` (computed once), one AdamW step. Yields ``(loss, pc, pr, rc, rr)`` a step.
+    """DPO's loop, the chapter's pseudocode (the core of :func:`train_dpo`): ``epochs``
+    passes over the shuffled pairs in minibatches; on each, log pi_theta of the chosen and
+    rejected completions (one forward pass), the loss against the reference's log-probs
+    ``ref_c``, ``ref_r`` (computed once), one AdamW step. Yields ``(loss, pc, pr, rc,
+    rr)`` a step.
 
     Defined in: Direct preference optimisation, section DPO on the preference task.
     """

@@ -337,11 +337,11 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 
 class QNetworks:
-    """The online Q-network ``q_net`` (a :class:`Standardize` layer, then an MLP), its target
-    copy ``q_target`` (w^-), and what the hand-written backward pass of :func:`dqn` needs:
-    their linear layers, each network's weights as one flat tensor (``params``,
-    ``target_params``: the layers hold views of it, so that Adam and the Polyak average are one
-    operation each) and a :class:`FlatAdam` on the online weights.
+    """The online Q-network ``q_net`` (a :class:`Standardize` layer, then an MLP), its
+    target copy ``q_target`` (w^-), and what the hand-written backward pass of :func:`dqn`
+    needs: their linear layers, each network's weights as one flat tensor (``params``,
+    ``target_params``: the layers hold views of it, so that Adam and the Polyak average
+    are one operation each) and a :class:`FlatAdam` on the online weights.
 
     Defined in: Deep Q-networks, section DQN on CartPole.
     """
@@ -349,7 +349,7 @@ class QNetworks:
     def __init__(self, q_net: torch.nn.Sequential, learning_rate: float):
         self.q_net = q_net
         self.q_target = copy.deepcopy(q_net).requires_grad_(False)
-        self.layer_params = list(q_net.parameters())  # per layer; views of params after this
+        self.layer_params = list(q_net.parameters())  # per layer; views of params below
         self.params = [flatten_parameters(q_net)]
         self.target_params = [flatten_parameters(self.q_target)]
         self.optimizer = FlatAdam(self.params[0], lr=learning_rate)
@@ -363,12 +363,12 @@ class QNetworks:
         self.q_target[0].load_state_dict(self.q_net[0].state_dict())
 
 
-def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, epsilon, lr,
-        gamma, batch_size, learning_starts, train_freq, gradient_steps, double, loss, tau,
-        target_update_interval, max_grad_norm, standardize_obs, rng, generator):
-    """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env steps
-    taken after each phase of acting then learning. ``epsilon(steps)``, ``lr(steps)``: the
-    schedules.
+def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, epsilon,
+        lr, gamma, batch_size, learning_starts, train_freq, gradient_steps, double, loss,
+        tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator):
+    """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env
+    steps taken after each phase of acting then learning. ``epsilon(steps)``,
+    ``lr(steps)``: the schedules.
 
     Defined in: Deep Q-networks, section DQN on CartPole.
     """
@@ -376,7 +376,8 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
     autoreset = np.zeros(N, dtype=bool)
     steps, updates = 0, 0
     while steps < total_steps:
-        for _ in range(min(train_freq, -(-(total_steps - steps) // N))):  # act, epsilon-greedy
+        # act epsilon-greedily, train_freq vector steps (fewer at the budget's end)
+        for _ in range(min(train_freq, -(-(total_steps - steps) // N))):
             explore = rng.random(N) < epsilon(steps)
             a = np.where(explore, rng.integers(n_actions, size=N), nets.policy(obs))
             obs, batch, autoreset = step_transitions(envs, a, obs, autoreset)
@@ -390,7 +391,7 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
         if updates == 0 and standardize_obs:  # once, from the data before learning
             nets.fit_standardizer(buffer.obs[:len(buffer)])
         nets.optimizer.lr = lr(steps)
-        # All the phase's minibatches in one draw, each [s; s'] stacked for one forward pass
+        # All the phase's minibatches in one draw, [s; s'] stacked for one forward pass
         S, A, R, S2, D = buffer.sample(batch_size * gradient_steps, generator)
         with torch.no_grad():
             S, S2 = nets.q_net[0](S), nets.q_net[0](S2)
@@ -398,7 +399,8 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
                              S2.view(gradient_steps, batch_size, -1)], dim=1)
         for k in range(gradient_steps):
             b = slice(k * batch_size, (k + 1) * batch_size)
-            q_both, inputs = forward_keep(nets.layers, nets.act, SS2[k])  # Q(s,.), Q(s',.)
+            # Q(s, .) and Q(s', .) in one pass, kept for the hand-written backward pass
+            q_both, inputs = forward_keep(nets.layers, nets.act, SS2[k])
             q_s = q_both[:batch_size]
             with torch.no_grad():
                 q_next_target, _ = forward_keep(nets.target_layers, nets.act, S2[b])
@@ -409,7 +411,8 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
                     1, A[b].unsqueeze(1), dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
             backward_into_grads(nets.layers, nets.act, inputs, grad_q)
             if max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(nets.layer_params, max_grad_norm, foreach=True)
+                torch.nn.utils.clip_grad_norm_(nets.layer_params, max_grad_norm,
+                                               foreach=True)
             nets.optimizer.step()
             updates += 1
             if updates % target_update_interval == 0:  # w^- <- (1 - tau) w^- + tau w

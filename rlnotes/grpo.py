@@ -677,7 +677,8 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
                 dynamic_sampling, oversample, supervision, scale):
     """GRPO's sampling half (with :func:`grpo_update`, the core of :func:`train_grpo`): B
     prompts, a group of G completions of each from pi_theta_old, their rewards and their
-    advantages. Returns ``(samples, batch)``: every sampled group, and the B groups to train on.
+    advantages. Returns ``(samples, batch)``: every sampled group, and the B groups to
+    train on.
 
     Defined in: GRPO, section Training that works.
     """
@@ -686,8 +687,8 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
     prompts = [x for x in uniq for _ in range(group_size)]  # groups contiguous
     with torch.no_grad():  # pi_theta_old samples the groups
         comp, old_logp, mask = decode(policy, prompts, task.max_new_tokens,
-                                      temperature=temperature, eos_id=task.tokenizer.eos_id,
-                                      generator=generator)
+                                      temperature=temperature,
+                                      eos_id=task.tokenizer.eos_id, generator=generator)
     comp, mask = comp.cpu(), mask.cpu()
     correct = task.reward(prompts, comp, mask)
     r = correct.clone()
@@ -703,8 +704,8 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
     dev = next(policy.parameters()).device
     comp_b, mask_b = comp[rows].to(dev), mask[rows].to(dev)
     if supervision == "process":  # per-token advantages from per-step rewards
-        step_r, step_end = task.step_rewards([prompts[i] for i in rows.tolist()], comp[rows],
-                                             mask[rows])
+        x_b = [prompts[i] for i in rows.tolist()]
+        step_r, step_end = task.step_rewards(x_b, comp[rows], mask[rows])
         adv = process_advantages(step_r.to(dev), step_end.to(dev), mask_b, group_size)
     else:
         adv = group_advantages(r[rows].to(dev), group_size, scale=scale)
@@ -716,20 +717,20 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
 
 def grpo_update(policy, ref, opt, batch, group_size, *, epochs, eps_low, eps_high, beta,
                 loss_type, temperature, grad_clip, max_tokens):
-    """GRPO's update half (the core of :func:`train_grpo`): pi_ref's log-probabilities of the
-    batch, then ``epochs`` gradient steps on :func:`grpo_loss`. Returns the last loss, the k3
-    KL to pi_ref per token and the policy's hidden states (for the entropy).
+    """GRPO's update half (the core of :func:`train_grpo`): pi_ref's log-probabilities of
+    the batch, then ``epochs`` gradient steps on :func:`grpo_loss`. Returns the last loss,
+    the k3 KL to pi_ref per token and the policy's hidden states (for the entropy).
 
     Defined in: GRPO, section Training that works.
     """
     x, y, m = batch["prompts"], batch["comp"], batch["mask"]
-    with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
+    with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL (even at beta 0)
         ref_logp, _ = group_forward(ref, x, y, group_size, temperature=temperature)
     for _ in range(epochs):
         logp, hidden = group_forward(policy, x, y, group_size, temperature=temperature)
-        loss = grpo_loss(logp, batch["old_logp"], ref_logp, batch["adv"], m, eps_low=eps_low,
-                         eps_high=eps_high, beta=beta, loss_type=loss_type,
-                         max_tokens=max_tokens)
+        loss = grpo_loss(logp, batch["old_logp"], ref_logp, batch["adv"], m,
+                         eps_low=eps_low, eps_high=eps_high, beta=beta,
+                         loss_type=loss_type, max_tokens=max_tokens)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:

@@ -253,14 +253,14 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     return policy
 
 
-def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size, lr,
-        gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, rng,
-        generator):
+def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size,
+        lr, gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl,
+        rng, generator):
     """PPO-clip's loop, the chapter's pseudocode (the core of :func:`train`): collect a
-    rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages and
-    the old log-probabilities of its valid transitions, then take the epochs of minibatch
-    steps of :func:`_ppo_epochs`. ``lr(steps)``: the step size's schedule (None: constant).
-    Yields ``(steps, stats)`` after each update.
+    rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages
+    and the old log-probabilities of its valid transitions, then take the epochs of
+    minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``: the step size's schedule (None:
+    constant). Yields ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
@@ -269,21 +269,23 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
     autoreset = np.zeros(N, dtype=bool)
     steps = 0
     while steps < total_steps:
-        T = min(num_steps, -(-(total_steps - steps) // N))  # the last rollout may be shorter
+        T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
         if lr is not None:
             for group in optimizer.param_groups:
                 group["lr"] = lr(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
-        batch = op.rollout_advantages(net, rollout, gamma, lam)  # obs, actions, logp, adv, ...
+        # the valid transitions: obs, actions, old logp, adv, returns, values
+        batch = op.rollout_advantages(net, rollout, gamma, lam)
         B = len(batch["adv"])
         stats = {"steps": steps, "epochs": 0, "transitions": B}
         if B > 1:
             stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
                                      n_epochs=n_epochs, minibatch_size=minibatch_size,
-                                     clip_eps=clip_eps, vf_coef=vf_coef, ent_coef=ent_coef,
-                                     max_grad_norm=max_grad_norm, norm_adv=norm_adv,
-                                     target_kl=target_kl, kl_k3=kl_k3))
+                                     clip_eps=clip_eps, vf_coef=vf_coef,
+                                     ent_coef=ent_coef, max_grad_norm=max_grad_norm,
+                                     norm_adv=norm_adv, target_kl=target_kl,
+                                     kl_k3=kl_k3))
             stats["explained_variance"] = op.explained_variance(batch["values"],
                                                                 batch["returns"])
         yield steps, stats
@@ -294,12 +296,13 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     """The optimisation phase of one PPO update on a rollout's batch (the dict of
     :func:`rlnotes.deeprl._onpolicy.rollout_advantages`, B transitions).
 
-    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb minibatches
-    of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped in that epoch; it
-    falls elsewhere in the next shuffle); on each, normalise the advantages, add the clipped
-    surrogate loss, ``vf_coef`` times the value loss and the entropy bonus, and take one Adam
-    step on the gradient clipped to ``max_grad_norm``. After an epoch, stop if the k3 estimate
-    of KL(pi_old || pi) over the batch exceeds ``target_kl``. Returns the update's diagnostics.
+    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb
+    minibatches of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped
+    in that epoch; it falls elsewhere in the next shuffle); on each, normalise the
+    advantages, add the clipped surrogate loss, ``vf_coef`` times the value loss and the
+    entropy bonus, and take one Adam step on the gradient clipped to ``max_grad_norm``.
+    After an epoch, stop if the k3 estimate of KL(pi_old || pi) over the batch exceeds
+    ``target_kl``. Returns the update's diagnostics.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """

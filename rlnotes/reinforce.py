@@ -174,11 +174,11 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_coef,
               normalize_advantages, max_grad_norm, seed, generator, on_step):
-    """REINFORCE's loop, the chapter's pseudocode (the core of :func:`train`): each env plays
-    one whole episode (the rollout ends when all have ended), then one gradient step on
-    -mean_t[logp(a_t|s_t) Psi_t] (+ the baseline's regression). ``on_step(steps)`` is called
-    after every vector step (True stops: a batch cut short is not learned from). Yields the
-    env steps after each update.
+    """REINFORCE's loop, the chapter's pseudocode (the core of :func:`train`): each env
+    plays one whole episode (the rollout ends when all have ended), then one gradient step
+    on -mean_t[logp(a_t|s_t) Psi_t] (+ the baseline's regression). ``on_step(steps)`` is
+    called after every vector step (True stops: a batch cut short is not learned from).
+    Yields the env steps after each update.
 
     Defined in: Policy gradients, section REINFORCE on CartPole.
     """
@@ -195,11 +195,11 @@ def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_c
             stop = on_step(steps)
             return stop or not active.any() or steps >= total_steps
 
+        T_max = -(-(total_steps - steps) // N)  # vector steps left in the budget
         ro, _, _ = collect_rollout(envs, net, np.asarray(obs, dtype=np.float32),
-                                   np.zeros(N, dtype=bool), -(-(total_steps - steps) // N),
-                                   generator, until=until)
+                                   np.zeros(N, dtype=bool), T_max, generator, until=until)
         if stop or active.any():
-            break  # the budget (or the callback) cut the batch: it is not used
+            break  # the budget (or on_step) cut the batch: it is not used
         done = ro.terminated | ro.truncated
         mask = np.ones_like(done)  # step t belongs to the env's first episode
         mask[1:] = ~np.logical_or.accumulate(done, axis=0)[:-1]
@@ -213,14 +213,15 @@ def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_c
         Psi = episode_psi(R, mask, gamma, psi)
         G = episode_psi(R, mask, gamma, "reward_to_go")
         o, m = tensor(ro.obs.reshape(T * N, -1)), tensor(mask.reshape(-1))
-        logp, _ = net.log_prob(o, tensor(ro.actions.reshape((T * N,) + ro.actions.shape[2:])))
+        a = tensor(ro.actions.reshape((T * N,) + ro.actions.shape[2:]))
+        logp, _ = net.log_prob(o, a)
         psi_t = tensor(Psi.reshape(-1), dtype=logp.dtype)
         loss = 0.0
         if baseline == "value":
             values = net.value(o)
             psi_t = psi_t - values.detach()
-            loss = vf_coef * masked_mean((tensor(G.reshape(-1), dtype=logp.dtype) - values)
-                                         .pow(2), m)
+            G_t = tensor(G.reshape(-1), dtype=logp.dtype)
+            loss = vf_coef * masked_mean((G_t - values).pow(2), m)
         if normalize_advantages:
             mf = m.to(psi_t.dtype)
             n = mf.sum().clamp(min=2.0)

@@ -113,11 +113,12 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
              advantage, critic_target):
     """PPO for language models, the chapter's pseudocode (the core of :func:`train_ppo`):
     each round samples one completion per prompt, turns the reward model's score and the
-    per-token KL penalty into token rewards and GAE advantages, and takes ``epochs`` passes of
-    minibatch steps on the clipped loss plus the critic's. Yields each round's samples and
-    statistics.
+    per-token KL penalty into token rewards and GAE advantages, and takes ``epochs``
+    passes of minibatch steps on the clipped loss plus the critic's. Yields each round's
+    samples and statistics.
 
-    Defined in: Reinforcement learning from human feedback, section PPO for language models.
+    Defined in: Reinforcement learning from human feedback, section PPO for language
+    models.
     """
     for _ in range(iterations):
         # 1. Roll out: one completion per prompt from the current policy.
@@ -128,7 +129,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
         with torch.no_grad():
             old_logp, values = agent(x, y)
             ref_logp, _ = completion_forward(ref, x, y)
-            score = torch.as_tensor(reward_fn(x, y, mask), dtype=torch.float32).to(m.device)
+            score = torch.as_tensor(reward_fn(x, y, mask), dtype=torch.float32)
+            score = score.to(m.device)
         old_logp, ref_logp, values = old_logp * m, ref_logp * m, values * m
         # 2. Per-token rewards, advantages and the critic's targets.
         rewards = kl_penalised_rewards(score, old_logp, ref_logp, m, beta)
@@ -145,7 +147,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
         for _ in range(epochs):
             order = torch.randperm(batch_size, generator=generator).tolist()
             for k in range(minibatches):
-                idx = order[k * batch_size // minibatches:(k + 1) * batch_size // minibatches]
+                idx = order[k * batch_size // minibatches:
+                            (k + 1) * batch_size // minibatches]
                 mm = m[idx]
                 logp, v = agent([x[i] for i in idx], y[idx])
                 pg_loss = ppo_clip_loss(logp, old_logp[idx], adv[idx], clip_eps, mask=mm)
@@ -157,8 +160,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
                 opt.step()
                 with torch.no_grad():
                     ratio = torch.exp((logp - old_logp[idx]) * mm)
-                    clipped.append(float((((ratio - 1).abs() > clip_eps).float() * mm).sum()
-                                         / mm.sum()))
+                    out = ((ratio - 1).abs() > clip_eps).float() * mm
+                    clipped.append(float(out.sum() / mm.sum()))
                     vlosses.append(v_loss.item())
         yield dict(prompts=x, comp=y, mask=mask, m=m, score=score, old_logp=old_logp,
                    ref_logp=ref_logp, clipped=clipped, vlosses=vlosses)

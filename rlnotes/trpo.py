@@ -377,10 +377,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters,
          cg_damping, shrink, max_backtracks, gamma, lam, critic_epochs, critic_minibatch,
          norm_adv, rng, generator):
-    """TRPO's loop, the chapter's pseudocode (the core of :func:`train`): collect a rollout,
-    compute its GAE advantages, take one natural-gradient step of the policy within the trust
-    region (:func:`_policy_step`), then fit the critic to the lambda-returns
-    (:func:`_fit_critic`). Yields ``(steps, stats)`` after each update.
+    """TRPO's loop, the chapter's pseudocode (the core of :func:`train`): collect a
+    rollout, compute its GAE advantages, take one natural-gradient step of the policy
+    within the trust region (:func:`_policy_step`), then fit the critic to the
+    lambda-returns (:func:`_fit_critic`). Yields ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
@@ -389,17 +389,19 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
     autoreset = np.zeros(N, dtype=bool)
     steps = 0
     while steps < total_steps:
-        T = min(num_steps, -(-(total_steps - steps) // N))  # the last rollout may be shorter
+        T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
-        batch = op.rollout_advantages(net, rollout, gamma, lam)  # obs, actions, logp, adv, ...
+        # the valid transitions: obs, actions, old logp, adv, returns, values
+        batch = op.rollout_advantages(net, rollout, gamma, lam)
         stats = {"steps": steps}
         if len(batch["adv"]) > 1:
             stats.update(_policy_step(net, actor_params, batch, max_kl=max_kl,
                                       cg_iters=cg_iters, cg_damping=cg_damping,
                                       shrink=shrink, max_backtracks=max_backtracks,
                                       norm_adv=norm_adv))
-            _fit_critic(net, critic_opt, batch, generator, critic_epochs, critic_minibatch)
+            _fit_critic(net, critic_opt, batch, generator, critic_epochs,
+                        critic_minibatch)
             stats["explained_variance"] = op.explained_variance(batch["values"],
                                                                 batch["returns"])
         yield steps, stats
@@ -408,11 +410,11 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
 def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shrink,
                  max_backtracks, norm_adv):
     """One TRPO policy update on a rollout's batch (the dict of
-    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio * A)`` and
-    the mean exact KL to the old policy as closures, the gradient g, the KL's gradient with its
-    graph kept (built once, reused by every Fisher-vector product), the natural step from
-    conjugate gradient, and the backtracking line search. Returns the update's diagnostics
-    (``kl``, ``backtracks``, ``improvement``).
+    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio *
+    A)`` and the mean exact KL to the old policy as closures, the gradient g, the KL's
+    gradient with its graph kept (built once, reused by every Fisher-vector product), the
+    natural step from conjugate gradient, and the backtracking line search. Returns the
+    update's diagnostics (``kl``, ``backtracks``, ``improvement``).
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
@@ -433,8 +435,9 @@ def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shri
 
     g = flat_grad(surrogate(), actor_params)
     kl_grad = flat_grad(mean_kl(), actor_params, create_graph=True)
-    step, expected = natural_step(g, lambda v: fisher_vector_product(kl_grad, actor_params, v),
-                                  max_kl, cg_iters=cg_iters, damping=cg_damping)
+    step, expected = natural_step(
+        g, lambda v: fisher_vector_product(kl_grad, actor_params, v), max_kl,
+        cg_iters=cg_iters, damping=cg_damping)
 
     def evaluate_at(theta, fn):
         _set_flat(actor_params, theta)

@@ -230,22 +230,23 @@ def _numpy(x):
 def collect_rollout(envs, net, obs: np.ndarray, autoreset: np.ndarray, num_steps: int,
                     generator, *, device=None, until=None):
     """The on-policy rollout collector of every policy-gradient trainer (REINFORCE, A2C,
-    TRPO, PPO). Plays ``num_steps`` steps of every env of ``envs`` with the stochastic policy
-    of ``net`` (one forward pass for all envs a step): ``net.act(obs, generator)`` returns
-    ``(actions, logp, values)`` (``logp`` and ``values`` may be None). Returns
+    TRPO, PPO). Plays ``num_steps`` steps of every env of ``envs`` with the stochastic
+    policy of ``net`` (one forward pass for all envs a step): ``net.act(obs, generator)``
+    returns ``(actions, logp, values)`` (``logp`` and ``values`` may be None). Returns
     ``(rollout, obs, autoreset)``: the :class:`Rollout` and the state to continue from.
 
-    One convention for every trainer: gymnasium's NEXT_STEP autoreset step (the step after an
-    episode ends ignores the action) is kept, so that time stays aligned, with
-    ``valid = False``; ``terminated`` and ``truncated`` are kept apart, for the advantages to
+    One convention for every trainer: gymnasium's NEXT_STEP autoreset step (the step after
+    an episode ends ignores the action) is kept, so that time stays aligned, with ``valid
+    = False``; ``terminated`` and ``truncated`` are kept apart, for the advantages to
     bootstrap a truncation from V(s_trunc), the value of the next row's observation. Box
-    actions are clipped to the action space's bounds only when sent to the env; the rollout
-    keeps the sampled action, whose log-probability the loss needs. ``until(done)``, if
-    given, is called after each step with the (N,) flags ``terminated | truncated``; True
-    ends the rollout there (it then has fewer than ``num_steps`` rows).
+    actions are clipped to the action space's bounds only when sent to the env; the
+    rollout keeps the sampled action, whose log-probability the loss needs.
+    ``until(done)``, if given, is called after each step with the (N,) flags ``terminated
+    | truncated``; True ends the rollout there (it then has fewer than ``num_steps``
+    rows).
 
-    Defined in: Actor-critic and generalised advantage estimation,
-    section A2C: synchronous advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation, section A2C:
+    synchronous advantage actor-critic.
     """
     T = require_int(num_steps, "num_steps", minimum=1)
     first = next(net.parameters())
@@ -281,9 +282,9 @@ def collect_rollout(envs, net, obs: np.ndarray, autoreset: np.ndarray, num_steps
     last_value = None
     if out["values"] is not None:
         with torch.no_grad():
-            last_value = _numpy(net.value(torch.as_tensor(obs, dtype=dtype, device=device)))
-    rollout = Rollout(out["obs"], out["actions"], out["logp"], out["values"], out["rewards"],
-                      out["terminated"], out["truncated"], out["valid"], obs, last_value)
+            obs_t = torch.as_tensor(obs, dtype=dtype, device=device)
+            last_value = _numpy(net.value(obs_t))
+    rollout = Rollout(**out, last_obs=obs, last_value=last_value)
     return rollout, obs, autoreset
 
 
