@@ -1,9 +1,10 @@
 """Advantage actor-critic (A2C): the synchronous, vectorised form of A3C (Mnih et al. 2016).
 
-The loop, top to bottom, in :func:`train`: play ``num_steps`` steps in each of ``num_envs``
-environments with the current stochastic policy (one forward pass for all of them a step),
-compute GAE advantages and lambda-returns of the rollout (:func:`rlnotes.returns.gae`;
-``lam = 1`` gives the n-step returns of A3C), and take one gradient step on
+The loop, top to bottom, in :func:`a2c` (the core that :func:`train` calls): play ``num_steps``
+steps in each of ``num_envs`` environments with the current stochastic policy (one forward pass
+for all of them a step), compute GAE advantages and lambda-returns of the rollout
+(:func:`rlnotes.returns.gae`; ``lam = 1`` gives the n-step returns of A3C), and take one
+gradient step on
 
     L = -mean_t[ logp(a_t|s_t) * A_t ] + vf_coef * mean_t[ (G_t - V(s_t))^2 ]
         - ent_coef * mean_t[ H(pi(.|s_t)) ].

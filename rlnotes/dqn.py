@@ -1,9 +1,10 @@
 """Deep Q-networks (DQN) with the usual improvements as options: double DQN, Huber or MSE loss,
 hard or Polyak target updates, an epsilon schedule.
 
-The loop, top to bottom, in :func:`train`: act epsilon-greedily in N vectorised envs (one
-forward pass for all of them), store the real transitions in a replay buffer, and every
-``train_freq`` vector steps take ``gradient_steps`` gradient steps on the TD loss
+The loop, top to bottom, in :func:`dqn` (the core that :func:`train` calls): act
+epsilon-greedily in N vectorised envs (one forward pass for all of them), store the real
+transitions in a replay buffer, and every ``train_freq`` vector steps take ``gradient_steps``
+gradient steps on the TD loss
 
     delta = r + gamma (1 - terminated) Q_target(s', a*) - Q(s, a),
     a* = argmax_a' Q(s', a')          (double DQN; plain DQN: argmax_a' Q_target(s', a'))

@@ -1,9 +1,9 @@
 """REINFORCE (Williams 1992): the Monte Carlo policy gradient, with the choice of Psi_t and an
 optional learned state-value baseline.
 
-The loop, top to bottom, in :func:`train`: each of ``num_envs`` environments plays one whole
-episode with the current stochastic policy (one forward pass for all of them a step); then one
-gradient step on
+The loop, top to bottom, in :func:`reinforce` (the core that :func:`train` calls): each of
+``num_envs`` environments plays one whole episode with the current stochastic policy (one
+forward pass for all of them a step); then one gradient step on
 
     L = -mean_t[ logp(a_t|s_t) * Psi_t ]  (+ vf_coef * mean_t[ (G_t - V(s_t))^2 ] with a baseline)
 
