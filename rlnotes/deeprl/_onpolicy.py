@@ -175,11 +175,14 @@ class GreedyPolicy:
 def rollout_advantages(net: ActorCritic, rollout: Rollout, gamma: float, lam: float):
     """The training batch of a rollout: its valid transitions, flattened, with GAE advantages.
 
-    All T + 1 observations are valued in one forward pass. A step cut by a time limit bootstraps:
-    ``gamma V(s_trunc)`` is added to its reward and the advantage recursion stops there (see
-    :func:`rlnotes.returns.gae`); in NEXT_STEP mode ``obs[t + 1]`` after such a step is the
-    state the episode was cut in. The log-probabilities of the policy that collected the data
-    are computed here too, in one pass, before any update.
+    The conventions of the collector and of :func:`rlnotes.deeprl.rollout.rollout_advantages`
+    (A2C's), computed in one pass: all T + 1 observations (the rollout's and ``last_obs``) are
+    valued at once, since this network does not record values while acting. A step cut by a
+    time limit bootstraps: ``gamma V(s_trunc)`` is added to its reward and the advantage
+    recursion stops there (see :func:`rlnotes.returns.gae`); in NEXT_STEP mode ``obs[t + 1]``
+    after such a step is the state the episode was cut in. Autoreset steps (``valid`` False)
+    are left out of the batch. The log-probabilities of the policy that collected the data are
+    computed here too, in one pass, before any update.
 
     Returns a dict of tensors with B valid transitions: ``obs`` (B, d), ``actions``, ``logp``,
     ``adv``, ``returns``, ``values`` (B,), ``params`` (the actor's outputs, (B, A|k)).
