@@ -46,8 +46,10 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     vf_coef              weight of the critic's squared error in the loss
     epochs, minibatches  passes over each round's samples, and minibatches per pass
     whiten_advantages    normalise advantages to mean 0, std 1 over the batch's tokens
-    advantage            "gae" (correct), or "reward_minus_value" (seed 004's bug)
-    critic_target        "returns" (correct: GAE's returns), or "rewards" (seed 004's bug)
+    advantage            "gae" (correct), or "reward_minus_value" (a known bug, kept to
+                         show its effect: the per-token reward minus the value)
+    critic_target        "returns" (correct: GAE's returns), or "rewards" (the same bug's
+                         critic target)
     seed                 sampling and minibatch order
     gold_fn              optional: another reward (the hidden gold one) logged each round
     callback             ``callback(iteration, agent, history)``; True stops training
