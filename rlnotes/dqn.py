@@ -400,16 +400,17 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
                              S2.view(gradient_steps, batch_size, -1)], dim=1)
         for k in range(gradient_steps):
             b = slice(k * batch_size, (k + 1) * batch_size)
+            a, r, s2, d = A[b].unsqueeze(1), R[b], S2[b], D[b]  # minibatch k
             # Q(s, .) and Q(s', .) in one pass, kept for the hand-written backward pass
             q_both, inputs = forward_keep(nets.layers, nets.act, SS2[k])
             q_s = q_both[:batch_size]
             with torch.no_grad():
-                q_next_target, _ = forward_keep(nets.target_layers, nets.act, S2[b])
+                q_next_target, _ = forward_keep(nets.target_layers, nets.act, s2)
                 q_next = q_both[batch_size:] if double else q_next_target
-                y = td_targets(R[b], q_next, q_next_target, D[b], gamma, double=double)
-                q_sa = q_s.gather(1, A[b].unsqueeze(1)).squeeze(1)
+                y = td_targets(r, q_next, q_next_target, d, gamma, double=double)
+                q_sa = q_s.gather(1, a).squeeze(1)
                 grad_q = torch.zeros_like(q_s).scatter_(  # d loss / d Q(s, .)
-                    1, A[b].unsqueeze(1), dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
+                    1, a, dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
             backward_into_grads(nets.layers, nets.act, inputs, grad_q)
             if max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(nets.layer_params, max_grad_norm,
