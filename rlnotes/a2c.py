@@ -1,9 +1,10 @@
 """Advantage actor-critic (A2C): the synchronous, vectorised form of A3C (Mnih et al. 2016).
 
-The loop, top to bottom, in :func:`train`: play ``num_steps`` steps in each of ``num_envs``
-environments with the current stochastic policy (one forward pass for all of them a step),
-compute GAE advantages and lambda-returns of the rollout (:func:`rlnotes.returns.gae`;
-``lam = 1`` gives the n-step returns of A3C), and take one gradient step on
+The loop, top to bottom, in :func:`a2c` (the core that :func:`train` calls): play ``num_steps``
+steps in each of ``num_envs`` environments with the current stochastic policy (one forward pass
+for all of them a step), compute GAE advantages and lambda-returns of the rollout
+(:func:`rlnotes.returns.gae`; ``lam = 1`` gives the n-step returns of A3C), and take one
+gradient step on
 
     L = -mean_t[ logp(a_t|s_t) * A_t ] + vf_coef * mean_t[ (G_t - V(s_t))^2 ]
         - ent_coef * mean_t[ H(pi(.|s_t)) ].
@@ -12,6 +13,8 @@ Defined in: Actor-critic and generalised advantage estimation.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import torch
@@ -25,7 +28,7 @@ from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_h
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
 
-__all__ = ["train", "a2c_loss", "n_step_returns"]
+__all__ = ["train", "a2c", "a2c_loss", "n_step_returns"]
 
 
 def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> np.ndarray:
@@ -230,45 +233,21 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         opt = make_optimizer(groups, optimizer, learning_rate)
         for group in opt.param_groups:
             group["lr"] = learning_rate * group["scale"]
-        params = list(net.parameters())
         generator = torch.Generator(device=dev).manual_seed(seed)
         policy = MostProbablePolicy(net)
         obs, _ = envs.reset(seed=seed)
         obs = np.asarray(obs, dtype=np.float32)
-        autoreset = np.zeros(num_envs, dtype=bool)
-        steps = 0
+
+        def lr_scale(steps):  # linear decay to lr_final_fraction of the step size
+            return 1.0 - (1.0 - lr_final_fraction) * min(1.0, steps / total_steps)
+
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="A2C")
         try:
-            while steps < total_steps:
-                ro, obs, autoreset = collect_rollout(envs, net, obs, autoreset, num_steps,
-                                                     generator, device=dev)
-                steps += num_envs * num_steps
-                adv, ret = rollout_advantages(ro, gamma, lam)
-                mask = torch.as_tensor(ro.valid.reshape(-1), device=dev)
-                adv = torch.as_tensor(adv.reshape(-1), dtype=torch.float32, device=dev)
-                ret = torch.as_tensor(ret.reshape(-1), dtype=torch.float32, device=dev)
-                if normalize_advantages:
-                    m = mask.float()
-                    n = m.sum().clamp(min=2.0)
-                    mean = (adv * m).sum() / n
-                    std = (((adv - mean) ** 2 * m).sum() / (n - 1)).sqrt()
-                    adv = (adv - mean) / (std + 1e-8)
-                o = torch.as_tensor(ro.obs.reshape(-1, obs_dim), device=dev)
-                a = torch.as_tensor(ro.actions.reshape((-1,) + ro.actions.shape[2:]),
-                                    device=dev)
-                logp, entropy = net.log_prob(o, a)
-                values = net.value(o)
-                loss, _, _ = a2c_loss(logp, adv, values, ret, entropy, mask,
-                                      vf_coef=vf_coef, ent_coef=ent_coef)
-                frac = min(1.0, steps / total_steps)
-                for group in opt.param_groups:
-                    group["lr"] = (learning_rate * group["scale"]
-                                   * (1.0 - (1.0 - lr_final_fraction) * frac))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
-                opt.step()
+            for steps in a2c(envs, obs, net, opt, total_steps, num_steps=num_steps,
+                             lr=learning_rate, lr_scale=lr_scale, gamma=gamma, lam=lam,
+                             vf_coef=vf_coef, ent_coef=ent_coef,
+                             normalize_advantages=normalize_advantages,
+                             max_grad_norm=max_grad_norm, generator=generator):
                 if reporter(steps):
                     break
         finally:
@@ -276,3 +255,49 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
             reporter.close()
     net.eval()
     return policy
+
+
+def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam, vf_coef,
+        ent_coef, normalize_advantages, max_grad_norm, generator):
+    """A2C's loop, the chapter's pseudocode (the core of :func:`train`): a rollout of T =
+    ``num_steps`` steps in each of the N envs, its GAE advantages and lambda-returns, one
+    gradient step on :func:`a2c_loss`. Each of ``opt``'s parameter groups has the step
+    size ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each
+    update.
+
+    Defined in: Actor-critic and generalised advantage estimation, section A2C on
+    CartPole.
+    """
+    N, obs_dim = obs.shape
+    params = list(net.parameters())
+    tensor = partial(torch.as_tensor, device=params[0].device)
+    autoreset = np.zeros(N, dtype=bool)
+    steps = 0
+    while steps < total_steps:
+        ro, obs, autoreset = collect_rollout(envs, net, obs, autoreset, num_steps,
+                                             generator)
+        steps += N * num_steps
+        adv, ret = rollout_advantages(ro, gamma, lam)  # (T, N): A_t and G_t^lambda
+        mask = tensor(ro.valid.reshape(-1))  # False on autoreset steps
+        adv = tensor(adv.reshape(-1), dtype=torch.float32)
+        ret = tensor(ret.reshape(-1), dtype=torch.float32)
+        if normalize_advantages:
+            m = mask.float()
+            n = m.sum().clamp(min=2.0)
+            mean = (adv * m).sum() / n
+            std = (((adv - mean) ** 2 * m).sum() / (n - 1)).sqrt()
+            adv = (adv - mean) / (std + 1e-8)
+        o = tensor(ro.obs.reshape(-1, obs_dim))
+        a = tensor(ro.actions.reshape((-1,) + ro.actions.shape[2:]))
+        logp, entropy = net.log_prob(o, a)
+        values = net.value(o)
+        loss, _, _ = a2c_loss(logp, adv, values, ret, entropy, mask,
+                              vf_coef=vf_coef, ent_coef=ent_coef)
+        for group in opt.param_groups:
+            group["lr"] = lr * group["scale"] * lr_scale(steps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+        opt.step()
+        yield steps

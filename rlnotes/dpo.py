@@ -13,7 +13,7 @@ from rlnotes._validate import (require_float_tensor, require_in_range, require_i
                                require_same_shape)
 
 __all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob", "ipo_loss", "pair_logps",
-           "train_dpo", "implicit_reward_accuracy"]
+           "train_dpo", "dpo", "implicit_reward_accuracy", "dpo_sweep", "ppo_sweep"]
 
 
 def sequence_logprob(token_logp, mask):
@@ -267,7 +267,7 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
     Defined in: Direct preference optimisation, section DPO on the preference task.
     """
     from rlnotes.device import get_device
-    from rlnotes.lm.sft import freeze, lr_schedule, single_thread
+    from rlnotes.lm.sft import freeze, single_thread
     from rlnotes.progress import progress
     pairs = _check_pairs(pairs)
     beta = _check_beta(beta)
@@ -282,8 +282,6 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
     device = get_device() if device is None else torch.device(device)
     loss_fn = dpo_loss if loss_type == "dpo" else ipo_loss
     gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
-    N = len(pairs)
-    steps = epochs * -(-N // batch_size)
     history = {k: [] for k in ("loss", "chosen", "rejected", "margin", "accuracy")}
     with single_thread(device):
         ref = freeze(sft if ref is None else ref).to(device)
@@ -291,20 +289,13 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
         with torch.no_grad():  # the reference's log-probs never change: compute them once
             ref_c, ref_r = pair_logps(ref, pairs, average=average_logps)
         opt = torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-        step = 0
-        for _ in progress(range(epochs), desc=f"{loss_type.upper()}"):
-            order = torch.randperm(N, generator=gen)
-            for i in range(0, N, batch_size):
-                idx = order[i:i + batch_size]
-                for g in opt.param_groups:
-                    g["lr"] = lr_schedule(step, steps, lr, warmup)
-                pc, pr = pair_logps(policy, pairs.subset(idx), average=average_logps)
-                rc, rr = ref_c[idx.to(ref_c.device)], ref_r[idx.to(ref_r.device)]
-                loss = loss_fn(pc, pr, rc, rr, beta)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-                opt.step()
+        bar = progress(total=epochs * -(-len(pairs) // batch_size), desc=loss_type.upper())
+        try:
+            for step, (loss, pc, pr, rc, rr) in enumerate(
+                    dpo(policy, opt, pairs, ref_c, ref_r, loss_fn=loss_fn, beta=beta,
+                        average_logps=average_logps, epochs=epochs, batch_size=batch_size,
+                        lr=lr, warmup=warmup, generator=gen), start=1):
+                bar.update(1)
                 with torch.no_grad():
                     delta = (pc - rc) - (pr - rr)
                     history["loss"].append(loss.item())
@@ -312,7 +303,75 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
                     history["rejected"].append(float(pr.mean()))
                     history["margin"].append(float(beta * delta.mean()))
                     history["accuracy"].append(float((delta > 0).float().mean()))
-                step += 1
                 if callback is not None and callback(step, policy, history):
-                    return policy.eval(), history
+                    break
+        finally:
+            bar.close()
     return policy.eval(), history
+
+
+def dpo(policy, opt, pairs, ref_c, ref_r, *, loss_fn, beta, average_logps, epochs,
+        batch_size, lr, warmup, generator):
+    """DPO's loop, the chapter's pseudocode (the core of :func:`train_dpo`): ``epochs``
+    passes over the shuffled pairs in minibatches; on each, log pi_theta of the chosen and
+    rejected completions (one forward pass), the loss against the reference's log-probs
+    ``ref_c``, ``ref_r`` (computed once), one AdamW step. Yields ``(loss, pc, pr, rc,
+    rr)`` a step.
+
+    Defined in: Direct preference optimisation, section DPO on the preference task.
+    """
+    from rlnotes.lm.sft import lr_schedule
+    N = len(pairs)
+    steps, step = epochs * -(-N // batch_size), 0
+    for _ in range(epochs):
+        order = torch.randperm(N, generator=generator)
+        for i in range(0, N, batch_size):
+            idx = order[i:i + batch_size]
+            for g in opt.param_groups:  # warm-up, then cosine decay to lr / 10
+                g["lr"] = lr_schedule(step, steps, lr, warmup)
+            pc, pr = pair_logps(policy, pairs.subset(idx), average=average_logps)
+            rc, rr = ref_c[idx.to(ref_c.device)], ref_r[idx.to(ref_r.device)]
+            loss = loss_fn(pc, pr, rc, rr, beta)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+            step += 1
+            yield loss, pc, pr, rc, rr
+
+
+# --- The reward-KL frontier: one trained policy per beta ------------------------------------
+
+def dpo_sweep(sft, pairs, task, betas, *, n_eval=1000, eval_seed=10, **train_kwargs):
+    """Train one DPO policy per beta on ``pairs`` (:func:`train_dpo`) and measure each with
+    :func:`rlnotes.lm.frontier.gold_and_kl`. Returns a list of dicts (method, beta, gold, kl,
+    ...), in beta's order.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    from rlnotes.lm import frontier
+    betas = frontier._check_betas(betas)
+    out = []
+    for beta in betas:
+        policy, _ = train_dpo(sft, pairs, beta=beta, **train_kwargs)
+        out.append(dict(method="DPO", beta=beta, **frontier.gold_and_kl(
+            policy, sft, task, n_prompts=n_eval, seed=eval_seed)))
+    return out
+
+
+def ppo_sweep(sft, task, reward_fn, betas, *, n_eval=1000, eval_seed=10, **ppo_kwargs):
+    """Train one PPO policy per KL coefficient beta against ``reward_fn``
+    (:func:`rlnotes.rlhf_ppo.train_ppo`) and measure each with
+    :func:`rlnotes.lm.frontier.gold_and_kl`. Returns a list of dicts, in beta's order.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    from rlnotes.lm import frontier
+    from rlnotes.rlhf_ppo import train_ppo
+    betas = frontier._check_betas(betas, allow_zero=True)
+    out = []
+    for beta in betas:
+        agent, _ = train_ppo(sft, task, reward_fn, beta=beta, **ppo_kwargs)
+        out.append(dict(method="PPO", beta=beta, **frontier.gold_and_kl(
+            agent.policy, sft, task, n_prompts=n_eval, seed=eval_seed)))
+    return out

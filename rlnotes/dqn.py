@@ -1,9 +1,10 @@
 """Deep Q-networks (DQN) with the usual improvements as options: double DQN, Huber or MSE loss,
 hard or Polyak target updates, an epsilon schedule.
 
-The loop, top to bottom, in :func:`train`: act epsilon-greedily in N vectorised envs (one
-forward pass for all of them), store the real transitions in a replay buffer, and every
-``train_freq`` vector steps take ``gradient_steps`` gradient steps on the TD loss
+The loop, top to bottom, in :func:`dqn` (the core that :func:`train` calls): act
+epsilon-greedily in N vectorised envs (one forward pass for all of them), store the real
+transitions in a replay buffer, and every ``train_freq`` vector steps take ``gradient_steps``
+gradient steps on the TD loss
 
     delta = r + gamma (1 - terminated) Q_target(s', a*) - Q(s, a),
     a* = argmax_a' Q(s', a')          (double DQN; plain DQN: argmax_a' Q_target(s', a'))
@@ -33,9 +34,9 @@ from rlnotes.deeprl.flat_adam import FlatAdam
 from rlnotes.deeprl.networks import Standardize, mlp
 from rlnotes.deeprl.training import (check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
-                                     choose_device, torch_threads)
+                                     choose_device, Reporter, torch_threads)
 
-__all__ = ["QPolicy", "train", "epsilon_schedule", "td_targets", "dqn_loss", "dqn_loss_grad",
+__all__ = ["QPolicy", "QNetworks", "dqn", "train", "epsilon_schedule", "td_targets", "dqn_loss", "dqn_loss_grad",
            "polyak_update", "start_value_estimate"]
 
 
@@ -303,90 +304,122 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         q_net = torch.nn.Sequential(Standardize(obs_dim, clip=obs_clip, device=dev),
                                     mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
-        q_target = copy.deepcopy(q_net).requires_grad_(False)
-        # Each network's weights live in one flat tensor (the layers hold views of it), so Adam
-        # and the Polyak average are one operation each rather than one per weight tensor.
-        layer_params = list(q_net.parameters())  # per layer; after the next line, views of the flat tensor
-        params, target_params = [flatten_parameters(q_net)], [flatten_parameters(q_target)]
-        optimizer = FlatAdam(params[0], lr=learning_rate)  # torch.optim.Adam's fused update
-        layers, act = linear_layers(q_net[1])
-        target_layers, _ = linear_layers(q_target[1])
+        nets = QNetworks(q_net, learning_rate)
         buffer = ReplayBuffer(buffer_size, (obs_dim,), device=dev)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
-        policy = QPolicy(q_net)
+        policy = nets.policy
+
+        def epsilon(steps):
+            return epsilon_schedule(steps, start=epsilon_start, end=epsilon_end,
+                                    decay_steps=exploration_steps, kind=epsilon_kind)
+
+        def lr(steps):  # linear decay to lr_final_fraction of the step size
+            frac = min(1.0, steps / total_steps)
+            return learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
 
         obs, _ = envs.reset(seed=seed)
-        autoreset = np.zeros(num_envs, dtype=bool)
-        steps, updates = 0, 0
-        bar = None
-        if progress:
-            from rlnotes.progress import progress as _progress
-            bar = _progress(total=total_steps, desc="DQN")
+        reporter = Reporter(total_steps, callback, policy, progress=bool(progress), desc="DQN")
         try:
-            while steps < total_steps:
-                # Collect: train_freq vector steps (fewer at the very end of the budget).
-                for _ in range(min(train_freq, -(-(total_steps - steps) // num_envs))):
-                    eps = epsilon_schedule(steps, start=epsilon_start, end=epsilon_end,
-                                           decay_steps=exploration_steps, kind=epsilon_kind)
-                    explore = rng.random(num_envs) < eps
-                    random_actions = rng.integers(n_actions, size=num_envs)
-                    actions = np.where(explore, random_actions, policy(obs))
-                    obs, batch, autoreset = step_transitions(envs, actions, obs, autoreset)
-                    if len(batch["obs"]):
-                        buffer.add(batch["obs"], batch["actions"], batch["rewards"],
-                                   batch["next_obs"], batch["terminated"])
-                    steps += num_envs
-                if bar is not None:
-                    bar.update(min(steps, total_steps) - bar.n)
-                if steps < learning_starts or len(buffer) < batch_size:
-                    if callback is not None and callback(steps, policy):
-                        break
-                    continue
-                if updates == 0 and standardize_obs:  # once, from the data before learning
-                    q_net[0].fit(buffer.obs[:len(buffer)])
-                    q_target[0].load_state_dict(q_net[0].state_dict())
-                # Train: gradient_steps minibatch updates, the step size decaying linearly.
-                frac = min(1.0, steps / total_steps)
-                optimizer.lr = learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
-                # All of the phase's minibatches in one draw (the buffer does not change during
-                # the phase), standardised once.
-                S, A, R, S2, TERM = buffer.sample(batch_size * gradient_steps, generator)
-                with torch.no_grad():
-                    S, S2 = q_net[0](S), q_net[0](S2)
-                    # minibatch k's states s and next states s', stacked: rows [s; s'] of SS2[k]
-                    SS2 = torch.cat([S.view(gradient_steps, batch_size, -1),
-                                     S2.view(gradient_steps, batch_size, -1)], dim=1)
-                for k in range(gradient_steps):
-                    rows = slice(k * batch_size, (k + 1) * batch_size)
-                    a, r, s2, term = A[rows], R[rows], S2[rows], TERM[rows]
-                    # The online net's forward pass over s (kept for the backward pass) and s'
-                    # (double DQN's a*) together; the gradient is backpropagated by hand
-                    # (rlnotes.deeprl.backprop): the same numbers as dqn_loss(...).backward().
-                    q_both, inputs = forward_keep(layers, act, SS2[k])
-                    q_s = q_both[:batch_size]
-                    with torch.no_grad():
-                        next_q_target, _ = forward_keep(target_layers, act, s2)
-                        y = td_targets(r, q_both[batch_size:] if double else next_q_target,
-                                       next_q_target, term, gamma, double=double)
-                        q_sa = q_s.gather(1, a.unsqueeze(1)).squeeze(1)
-                        grad_q = torch.zeros_like(q_s).scatter_(
-                            1, a.unsqueeze(1), dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
-                    backward_into_grads(layers, act, inputs, grad_q)
-                    if max_grad_norm is not None:
-                        torch.nn.utils.clip_grad_norm_(layer_params, max_grad_norm, foreach=True)
-                    optimizer.step()
-                    updates += 1
-                    if updates % target_update_interval == 0:
-                        polyak_update(target_params, params, tau)
-                if callback is not None and callback(steps, policy):
+            for steps in dqn(envs, obs, nets, buffer, total_steps, epsilon=epsilon, lr=lr,
+                             gamma=gamma, batch_size=batch_size,
+                             learning_starts=learning_starts, train_freq=train_freq,
+                             gradient_steps=gradient_steps, double=double, loss=loss, tau=tau,
+                             target_update_interval=target_update_interval,
+                             max_grad_norm=max_grad_norm, standardize_obs=standardize_obs,
+                             rng=rng, generator=generator):
+                if reporter(steps):
                     break
         finally:
             envs.close()
-            if bar is not None:
-                bar.close()
+            reporter.close()
     q_net.eval()
     return policy
+
+
+class QNetworks:
+    """The online Q-network ``q_net`` (a :class:`Standardize` layer, then an MLP), its
+    target copy ``q_target`` (w^-), and what the hand-written backward pass of :func:`dqn`
+    needs: their linear layers, each network's weights as one flat tensor (``params``,
+    ``target_params``: the layers hold views of it, so that Adam and the Polyak average
+    are one operation each) and a :class:`FlatAdam` on the online weights.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+
+    def __init__(self, q_net: torch.nn.Sequential, learning_rate: float):
+        self.q_net = q_net
+        self.q_target = copy.deepcopy(q_net).requires_grad_(False)
+        self.layer_params = list(q_net.parameters())  # per layer; views of params below
+        self.params = [flatten_parameters(q_net)]
+        self.target_params = [flatten_parameters(self.q_target)]
+        self.optimizer = FlatAdam(self.params[0], lr=learning_rate)
+        self.layers, self.act = linear_layers(q_net[1])
+        self.target_layers, _ = linear_layers(self.q_target[1])
+        self.policy = QPolicy(q_net)
+
+    def fit_standardizer(self, obs) -> None:
+        """Fix both networks' input standardisation to the mean and std of ``obs``."""
+        self.q_net[0].fit(obs)
+        self.q_target[0].load_state_dict(self.q_net[0].state_dict())
+
+
+def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, epsilon,
+        lr, gamma, batch_size, learning_starts, train_freq, gradient_steps, double, loss,
+        tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator):
+    """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env
+    steps taken after each phase of acting then learning. ``epsilon(steps)``,
+    ``lr(steps)``: the schedules.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+    N, n_actions = envs.num_envs, nets.layers[-1].out_features
+    autoreset = np.zeros(N, dtype=bool)
+    steps, updates = 0, 0
+    while steps < total_steps:
+        # act epsilon-greedily, train_freq vector steps (fewer at the budget's end)
+        for _ in range(min(train_freq, -(-(total_steps - steps) // N))):
+            explore = rng.random(N) < epsilon(steps)
+            a = np.where(explore, rng.integers(n_actions, size=N), nets.policy(obs))
+            obs, batch, autoreset = step_transitions(envs, a, obs, autoreset)
+            if len(batch["obs"]):  # (s, a, r, s', terminated) of the real transitions
+                buffer.add(batch["obs"], batch["actions"], batch["rewards"],
+                           batch["next_obs"], batch["terminated"])
+            steps += N
+        if steps < learning_starts or len(buffer) < batch_size:
+            yield steps
+            continue
+        if updates == 0 and standardize_obs:  # once, from the data before learning
+            nets.fit_standardizer(buffer.obs[:len(buffer)])
+        nets.optimizer.lr = lr(steps)
+        # All the phase's minibatches in one draw, [s; s'] stacked for one forward pass
+        S, A, R, S2, D = buffer.sample(batch_size * gradient_steps, generator)
+        with torch.no_grad():
+            S, S2 = nets.q_net[0](S), nets.q_net[0](S2)
+            SS2 = torch.cat([S.view(gradient_steps, batch_size, -1),
+                             S2.view(gradient_steps, batch_size, -1)], dim=1)
+        for k in range(gradient_steps):
+            b = slice(k * batch_size, (k + 1) * batch_size)
+            a, r, s2, d = A[b].unsqueeze(1), R[b], S2[b], D[b]  # minibatch k
+            # Q(s, .) and Q(s', .) in one pass, kept for the hand-written backward pass
+            q_both, inputs = forward_keep(nets.layers, nets.act, SS2[k])
+            q_s = q_both[:batch_size]
+            with torch.no_grad():
+                q_next_target, _ = forward_keep(nets.target_layers, nets.act, s2)
+                q_next = q_both[batch_size:] if double else q_next_target
+                y = td_targets(r, q_next, q_next_target, d, gamma, double=double)
+                q_sa = q_s.gather(1, a).squeeze(1)
+                grad_q = torch.zeros_like(q_s).scatter_(  # d loss / d Q(s, .)
+                    1, a, dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
+            backward_into_grads(nets.layers, nets.act, inputs, grad_q)
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(nets.layer_params, max_grad_norm,
+                                               foreach=True)
+            nets.optimizer.step()
+            updates += 1
+            if updates % target_update_interval == 0:  # w^- <- (1 - tau) w^- + tau w
+                polyak_update(nets.target_params, nets.params, tau)
+        yield steps
 
 
 def start_value_estimate(policy: QPolicy, env_id: str, gamma: float, *, seed: int = 0,

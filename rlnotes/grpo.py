@@ -28,10 +28,13 @@ from rlnotes._validate import (
     require_tensor,
 )
 from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, k3, require_finite_where
+from rlnotes.lm.evaluation import pass_at_1
+from rlnotes.lm.generation import decode
 from rlnotes.progress import progress
 
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
-           "rloo_advantages", "process_advantages", "train_grpo", "grpo_step_metrics",
+           "rloo_advantages", "process_advantages", "train_grpo", "grpo_sample", "grpo_update",
+           "grpo_step_metrics",
            "group_forward", "pass_at_1"]
 
 SCALES = ("group", "batch", "none")
@@ -499,34 +502,6 @@ def grpo_step_metrics(rewards, correct, lengths, group_size):
     )
 
 
-@torch.no_grad()
-def pass_at_1(model, task, split="test", *, temperature=1.0, generator=None, batch_size=1000,
-              samples=1):
-    r"""pass@1 on every prompt of ``split``: the fraction of sampled completions (at
-    ``temperature``, ``samples`` of them per prompt) that earn reward 1, an unbiased estimate of
-    the expected accuracy of one sample,
-    :math:`\mathbb{E}_{x}\, \mathbb{E}_{y \sim \pi_\theta(\cdot \mid x)} [R(x, y)]`; more samples
-    per prompt only lower its variance. This is what GRPO maximises; greedy decoding
-    (``rlnotes.lm.sft.accuracy``) reports the mode.
-
-    Defined in: GRPO, section Training that works.
-    """
-    from rlnotes.lm.generation import decode
-
-    samples = require_int(samples, "samples", minimum=1)
-    batch_size = require_int(batch_size, "batch_size", minimum=1)
-    pairs = task.pairs(split)
-    if len(pairs) == 0:
-        raise ValueError(f"split must hold prompts, {split!r} is an empty prompt set")
-    hits = 0.0
-    for i in range(0, len(pairs), batch_size):
-        prompts = [p for p in task.prompts_of(pairs[i:i + batch_size]) for _ in range(samples)]
-        comp, _, mask = decode(model, prompts, task.max_new_tokens, temperature=temperature,
-                               eos_id=task.tokenizer.eos_id, generator=generator)
-        hits += float(task.reward(prompts, comp.cpu(), mask.cpu()).sum())
-    return hits / (len(pairs) * samples)
-
-
 def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmup=20, cosine=False,
                beta=0.04,
                eps_low=0.2, eps_high=None, loss_type="grpo", scale="group", epochs=1,
@@ -596,7 +571,6 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
 
     Defined in: GRPO, section Training that works.
     """
-    from rlnotes.lm.generation import decode
     from rlnotes.lm.sft import accuracy, freeze, lr_schedule, single_thread
 
     steps = require_int(steps, "steps", minimum=1)
@@ -626,7 +600,6 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
         grad_clip = require_in_range(grad_clip, "grad_clip", 0.0, float("inf"), low_open=True)
     if hasattr(task, "pairs") and len(task.pairs("train")) == 0:
         raise ValueError("task must have training prompts, got an empty prompt set")
-    eos = task.tokenizer.eos_id
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
     hist = {k: [] for k in ("reward", "accuracy", "length", "len_correct", "len_wrong", "zero_var",
@@ -667,62 +640,28 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                     group["lr"] = lr_schedule(step - 1, steps, lr, warmup)
                 else:
                     group["lr"] = lr * min(1.0, step / warmup) if warmup else lr
-            n_groups = n_prompts * (oversample if dynamic_sampling else 1)
-            uniq = task.sample_prompts(n_groups, gen)
-            prompts = [p for p in uniq for _ in range(group_size)]  # groups contiguous
-            with torch.no_grad():  # pi_theta_old samples the group
-                comp, old_logp, mask = decode(policy, prompts, task.max_new_tokens,
-                                              temperature=temperature, eos_id=eos, generator=gen)
-            comp, mask = comp.cpu(), mask.cpu()
-            correct = task.reward(prompts, comp, mask)
-            lengths = mask.sum(1)
-            rewards = correct.clone()
-            if overlong is not None:
-                rewards = rewards + overlong_penalty(lengths, *overlong).to(rewards.dtype)
-            stats = grpo_step_metrics(rewards, correct, lengths, group_size)
+            samples, batch = grpo_sample(policy, task, n_prompts, group_size, gen,
+                                         temperature=temperature, overlong=overlong,
+                                         dynamic_sampling=dynamic_sampling,
+                                         oversample=oversample, supervision=supervision,
+                                         scale=scale)
+            t1, c1 = time.perf_counter(), time.process_time()
+            loss, kl, hidden = grpo_update(policy, ref, opt, batch, group_size, epochs=epochs,
+                                           eps_low=eps_low, eps_high=eps_high, beta=beta,
+                                           loss_type=loss_type, temperature=temperature,
+                                           grad_clip=grad_clip, max_tokens=task.max_new_tokens)
+            t2, c2 = time.perf_counter(), time.process_time()
+            stats = grpo_step_metrics(samples["rewards"], samples["correct"],
+                                      samples["mask"].sum(1), group_size)
             for k, f in metrics.items():
-                value = f(prompts, comp, mask)
+                value = f(samples["prompts"], samples["comp"], samples["mask"])
                 try:
                     stats[k] = float(value)
                 except (TypeError, ValueError, RuntimeError):
                     raise ValueError(f"metrics[{k!r}] must return a number (or a one-element "
                                      f"tensor), got {value!r}") from None
-            groups = torch.arange(n_groups)
-            if dynamic_sampling:  # keep the first n_prompts informative groups
-                informative = dynamic_sampling_mask(rewards, group_size).view(-1, group_size)[:, 0]
-                groups = torch.nonzero(informative).flatten()[:n_prompts]
-                if len(groups) == 0:
-                    groups = torch.arange(n_prompts)  # nothing informative: a zero-gradient step
-            rows = (groups[:, None] * group_size + torch.arange(group_size)).flatten()
-            uniq_b = [uniq[i] for i in groups.tolist()]
-            comp_b, mask_b = comp[rows].to(device), mask[rows].to(device)
-            old_b = old_logp[rows.to(old_logp.device)].to(device)
-            if supervision == "process":  # per-token advantages from per-step rewards
-                step_r, step_end = task.step_rewards([prompts[i] for i in rows.tolist()], comp[rows],
-                                                     mask[rows])
-                adv = process_advantages(step_r.to(device), step_end.to(device), mask_b, group_size)
-            else:
-                adv = group_advantages(rewards[rows].to(device), group_size, scale=scale)
-            t1, c1 = time.perf_counter(), time.process_time()
-            with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL tracked even at beta 0
-                ref_logp, _ = group_forward(ref, uniq_b, comp_b, group_size, temperature=temperature)
-            for _ in range(epochs):
-                logp, hidden = group_forward(policy, uniq_b, comp_b, group_size, temperature=temperature)
-                loss = grpo_loss(logp, old_b, ref_logp, adv, mask_b, eps_low=eps_low,
-                                 eps_high=eps_high, beta=beta, loss_type=loss_type,
-                                 max_tokens=task.max_new_tokens)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
-                opt.step()
-            m = mask_b.bool()
-            with torch.no_grad():
-                kl = k3(torch.where(m, logp.detach(), 0.0), torch.where(m, ref_logp, 0.0))
-                kl = float((kl * m).sum() / m.sum())
-            t2, c2 = time.perf_counter(), time.process_time()
-            stats.update(entropy=_entropy_of(policy, hidden, m, temperature), kl=kl,
-                         loss=float(loss.detach()), gen_s=t1 - t0, update_s=t2 - t1,
+            stats.update(entropy=_entropy_of(policy, hidden, batch["mask"].bool(), temperature),
+                         kl=kl, loss=float(loss.detach()), gen_s=t1 - t0, update_s=t2 - t1,
                          gen_cpu_s=c1 - c0, update_cpu_s=c2 - c1)
             for k, v in stats.items():
                 hist[k].append(v)
@@ -732,3 +671,72 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
                 break
     policy.eval()
     return policy, hist
+
+
+def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, overlong,
+                dynamic_sampling, oversample, supervision, scale):
+    """GRPO's sampling half (with :func:`grpo_update`, the core of :func:`train_grpo`): B
+    prompts, a group of G completions of each from pi_theta_old, their rewards and their
+    advantages. Returns ``(samples, batch)``: every sampled group, and the B groups to
+    train on.
+
+    Defined in: GRPO, section Training that works.
+    """
+    n_groups = n_prompts * (oversample if dynamic_sampling else 1)
+    uniq = task.sample_prompts(n_groups, generator)
+    prompts = [x for x in uniq for _ in range(group_size)]  # groups contiguous
+    with torch.no_grad():  # pi_theta_old samples the groups
+        comp, old_logp, mask = decode(policy, prompts, task.max_new_tokens,
+                                      temperature=temperature,
+                                      eos_id=task.tokenizer.eos_id, generator=generator)
+    comp, mask = comp.cpu(), mask.cpu()
+    correct = task.reward(prompts, comp, mask)
+    r = correct.clone()
+    if overlong is not None:
+        r = r + overlong_penalty(mask.sum(1), *overlong).to(r.dtype)
+    groups = torch.arange(n_groups)
+    if dynamic_sampling:  # keep the first n_prompts informative groups
+        informative = dynamic_sampling_mask(r, group_size).view(-1, group_size)[:, 0]
+        groups = torch.nonzero(informative).flatten()[:n_prompts]
+        if len(groups) == 0:
+            groups = torch.arange(n_prompts)  # nothing informative: a zero-gradient step
+    rows = (groups[:, None] * group_size + torch.arange(group_size)).flatten()
+    dev = next(policy.parameters()).device
+    comp_b, mask_b = comp[rows].to(dev), mask[rows].to(dev)
+    if supervision == "process":  # per-token advantages from per-step rewards
+        x_b = [prompts[i] for i in rows.tolist()]
+        step_r, step_end = task.step_rewards(x_b, comp[rows], mask[rows])
+        adv = process_advantages(step_r.to(dev), step_end.to(dev), mask_b, group_size)
+    else:
+        adv = group_advantages(r[rows].to(dev), group_size, scale=scale)
+    samples = dict(prompts=prompts, comp=comp, mask=mask, correct=correct, rewards=r)
+    batch = dict(prompts=[uniq[i] for i in groups.tolist()], comp=comp_b, mask=mask_b,
+                 old_logp=old_logp[rows.to(old_logp.device)].to(dev), adv=adv)
+    return samples, batch
+
+
+def grpo_update(policy, ref, opt, batch, group_size, *, epochs, eps_low, eps_high, beta,
+                loss_type, temperature, grad_clip, max_tokens):
+    """GRPO's update half (the core of :func:`train_grpo`): pi_ref's log-probabilities of
+    the batch, then ``epochs`` gradient steps on :func:`grpo_loss`. Returns the last loss,
+    the k3 KL to pi_ref per token and the policy's hidden states (for the entropy).
+
+    Defined in: GRPO, section Training that works.
+    """
+    x, y, m = batch["prompts"], batch["comp"], batch["mask"]
+    with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL (even at beta 0)
+        ref_logp, _ = group_forward(ref, x, y, group_size, temperature=temperature)
+    for _ in range(epochs):
+        logp, hidden = group_forward(policy, x, y, group_size, temperature=temperature)
+        loss = grpo_loss(logp, batch["old_logp"], ref_logp, batch["adv"], m,
+                         eps_low=eps_low, eps_high=eps_high, beta=beta,
+                         loss_type=loss_type, max_tokens=max_tokens)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
+        opt.step()
+    m = m.bool()
+    with torch.no_grad():
+        kl = k3(torch.where(m, logp.detach(), 0.0), torch.where(m, ref_logp, 0.0))
+    return loss, float((kl * m).sum() / m.sum()), hidden

@@ -10,11 +10,13 @@ import torch
 from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, require_finite_where
 from rlnotes._validate import (require_choice, require_float_tensor, require_in_range, require_int,
                                require_same_shape)
+from rlnotes.deeprl import _onpolicy as op
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
+from rlnotes.kl import kl_k3
 
-__all__ = ["ppo_clip_loss", "ppo_penalty_loss", "adapt_kl_coef", "train"]
+__all__ = ["ppo_clip_loss", "ppo_penalty_loss", "adapt_kl_coef", "ppo", "train"]
 
 
 def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
@@ -198,9 +200,6 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
-    from rlnotes.deeprl import _onpolicy as op
-    from rlnotes.kl import kl_k3
-
     total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
     num_envs, num_steps = check_rollout_size(num_envs, num_steps)
     n_epochs = require_int(n_epochs, "n_epochs", minimum=1)
@@ -226,36 +225,24 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
-        params = list(net.parameters())
-        optimizer = torch.optim.Adam(params, lr=learning_rate, eps=1e-5, fused=True)
+        optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=1e-5, fused=True)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
         policy = op.GreedyPolicy(net)
 
+        def lr(steps):  # anneal_lr: linear decay to 0 over total_steps
+            return learning_rate * (1.0 - steps / total_steps)
+
         obs, _ = envs.reset(seed=seed)
-        autoreset = np.zeros(num_envs, dtype=bool)
-        steps = 0
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="PPO")
         try:
-            while steps < total_steps:
-                T = min(num_steps, -(-(total_steps - steps) // num_envs))
-                if anneal_lr:
-                    for group in optimizer.param_groups:
-                        group["lr"] = learning_rate * (1.0 - steps / total_steps)
-                rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
-                steps += T * num_envs
-                batch = op.rollout_advantages(net, rollout, gamma, lam)
-                B = len(batch["adv"])
-                stats = {"steps": steps, "epochs": 0, "transitions": B}
-                if B > 1:
-                    stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
-                                             n_epochs=n_epochs, minibatch_size=minibatch_size,
-                                             clip_eps=clip_eps, vf_coef=vf_coef,
-                                             ent_coef=ent_coef, max_grad_norm=max_grad_norm,
-                                             norm_adv=norm_adv, target_kl=target_kl,
-                                             kl_k3=kl_k3))
-                    stats["explained_variance"] = op.explained_variance(batch["values"],
-                                                                        batch["returns"])
+            for steps, stats in ppo(envs, obs, net, optimizer, total_steps,
+                                    num_steps=num_steps, n_epochs=n_epochs,
+                                    minibatch_size=minibatch_size,
+                                    lr=lr if anneal_lr else None, gamma=gamma, lam=lam,
+                                    clip_eps=clip_eps, vf_coef=vf_coef, ent_coef=ent_coef,
+                                    max_grad_norm=max_grad_norm, norm_adv=norm_adv,
+                                    target_kl=target_kl, rng=rng, generator=generator):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -266,17 +253,56 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     return policy
 
 
+def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size,
+        lr, gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl,
+        rng, generator):
+    """PPO-clip's loop, the chapter's pseudocode (the core of :func:`train`): collect a
+    rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages
+    and the old log-probabilities of its valid transitions, then take the epochs of
+    minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``: the step size's schedule (None:
+    constant). Yields ``(steps, stats)`` after each update.
+
+    Defined in: TRPO and PPO, section PPO on CartPole.
+    """
+    N = envs.num_envs
+    params = list(net.parameters())
+    autoreset = np.zeros(N, dtype=bool)
+    steps = 0
+    while steps < total_steps:
+        T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
+        if lr is not None:
+            for group in optimizer.param_groups:
+                group["lr"] = lr(steps)
+        rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
+        steps += T * N
+        # the valid transitions: obs, actions, old logp, adv, returns, values
+        batch = op.rollout_advantages(net, rollout, gamma, lam)
+        B = len(batch["adv"])
+        stats = {"steps": steps, "epochs": 0, "transitions": B}
+        if B > 1:
+            stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
+                                     n_epochs=n_epochs, minibatch_size=minibatch_size,
+                                     clip_eps=clip_eps, vf_coef=vf_coef,
+                                     ent_coef=ent_coef, max_grad_norm=max_grad_norm,
+                                     norm_adv=norm_adv, target_kl=target_kl,
+                                     kl_k3=kl_k3))
+            stats["explained_variance"] = op.explained_variance(batch["values"],
+                                                                batch["returns"])
+        yield steps, stats
+
+
 def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch_size,
                 clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, kl_k3):
     """The optimisation phase of one PPO update on a rollout's batch (the dict of
     :func:`rlnotes.deeprl._onpolicy.rollout_advantages`, B transitions).
 
-    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb minibatches
-    of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped in that epoch; it
-    falls elsewhere in the next shuffle); on each, normalise the advantages, add the clipped
-    surrogate loss, ``vf_coef`` times the value loss and the entropy bonus, and take one Adam
-    step on the gradient clipped to ``max_grad_norm``. After an epoch, stop if the k3 estimate
-    of KL(pi_old || pi) over the batch exceeds ``target_kl``. Returns the update's diagnostics.
+    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb
+    minibatches of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped
+    in that epoch; it falls elsewhere in the next shuffle); on each, normalise the
+    advantages, add the clipped surrogate loss, ``vf_coef`` times the value loss and the
+    entropy bonus, and take one Adam step on the gradient clipped to ``max_grad_norm``.
+    After an epoch, stop if the k3 estimate of KL(pi_old || pi) over the batch exceeds
+    ``target_kl``. Returns the update's diagnostics.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """

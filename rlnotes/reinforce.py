@@ -1,9 +1,9 @@
 """REINFORCE (Williams 1992): the Monte Carlo policy gradient, with the choice of Psi_t and an
 optional learned state-value baseline.
 
-The loop, top to bottom, in :func:`train`: each of ``num_envs`` environments plays one whole
-episode with the current stochastic policy (one forward pass for all of them a step); then one
-gradient step on
+The loop, top to bottom, in :func:`reinforce` (the core that :func:`train` calls): each of
+``num_envs`` environments plays one whole episode with the current stochastic policy (one
+forward pass for all of them a step); then one gradient step on
 
     L = -mean_t[ logp(a_t|s_t) * Psi_t ]  (+ vf_coef * mean_t[ (G_t - V(s_t))^2 ] with a baseline)
 
@@ -15,6 +15,8 @@ Defined in: Policy gradients.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -22,12 +24,12 @@ from rlnotes._validate import require_choice, require_int, require_real
 from rlnotes.a2c import check_policy_args, make_optimizer
 from rlnotes.deeprl.envs import make_vec_env
 from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_space,
-                                    masked_mean)
+                                    collect_rollout, masked_mean)
 from rlnotes.deeprl.training import (CALLBACK_INTERVAL, Reporter, check_common, check_flag,
                                      check_max_grad_norm, choose_device, torch_threads)
 from rlnotes.returns import discounted_returns
 
-__all__ = ["train", "episode_psi"]
+__all__ = ["train", "reinforce", "episode_psi"]
 
 
 def episode_psi(rewards, active, gamma: float, psi: str = "reward_to_go"):
@@ -132,7 +134,6 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         envs.close()
         raise
     obs_dim = envs.single_observation_space.shape[0]
-    N = num_envs
 
     with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -145,78 +146,23 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         opt = make_optimizer(params, optimizer, learning_rate)
         generator = torch.Generator(device=dev).manual_seed(seed)
         policy = MostProbablePolicy(net)
-        if not net.discrete:
-            low, high = act_info["low"], act_info["high"]
-        steps, next_call, first = 0, CALLBACK_INTERVAL, True
-        stop = False
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="REINFORCE")
+        next_call = CALLBACK_INTERVAL
+
+        def on_step(steps):  # the contract's callback every 2,048 steps, also inside a batch
+            nonlocal next_call
+            reporter.update(steps)
+            if steps < next_call:
+                return False
+            next_call += CALLBACK_INTERVAL
+            return reporter(steps)
+
         try:
-            while steps < total_steps and not stop:
-                obs, _ = envs.reset(seed=seed) if first else envs.reset()
-                first = False
-                obs = np.asarray(obs, dtype=np.float32)
-                active = np.ones(N, dtype=bool)
-                obs_l, act_l, rew_l, act_mask = [], [], [], []
-                boot = np.zeros(N)  # V(s_trunc) of episodes cut by a time limit
-                ended_at = np.zeros(N, dtype=np.int64)
-                while active.any() and steps < total_steps:
-                    actions, _, _ = net.act(torch.as_tensor(obs, device=dev), generator)
-                    actions = actions.cpu().numpy()
-                    env_actions = actions if net.discrete else np.clip(actions, low, high)
-                    obs_l.append(obs)
-                    act_l.append(actions)
-                    act_mask.append(active.copy())
-                    obs, r, term, trunc, _ = envs.step(env_actions)
-                    obs = np.asarray(obs, dtype=np.float32)
-                    rew_l.append(np.where(active, r, 0.0))
-                    cut = active & trunc & ~term
-                    if baseline == "value" and cut.any():
-                        with torch.no_grad():
-                            v = net.value(torch.as_tensor(obs, device=dev)).cpu().numpy()
-                        boot[cut] = v[cut]
-                    ended = active & (term | trunc)
-                    ended_at[ended] = len(rew_l) - 1
-                    active &= ~(term | trunc)
-                    steps += N
-                    reporter.update(steps)
-                    if steps >= next_call:
-                        next_call += CALLBACK_INTERVAL
-                        if reporter(steps):
-                            stop = True
-                            break
-                if stop or active.any():
-                    break  # the budget (or the callback) cut the batch: it is not used
-                R = np.stack(rew_l)
-                mask = np.stack(act_mask)
-                T = len(R)
-                # Bootstrap time-limited episodes: add gamma V(s_trunc) to their last reward.
-                R[ended_at, np.arange(N)] += gamma * boot
-                Psi = episode_psi(R, mask, gamma, psi)
-                G = episode_psi(R, mask, gamma, "reward_to_go")
-                o = torch.as_tensor(np.stack(obs_l).reshape(T * N, obs_dim), device=dev)
-                a = torch.as_tensor(np.stack(act_l).reshape((T * N,) + act_l[0].shape[1:]),
-                                    device=dev)
-                m = torch.as_tensor(mask.reshape(-1), device=dev)
-                logp, _ = net.log_prob(o, a)
-                psi_t = torch.as_tensor(Psi.reshape(-1), dtype=logp.dtype, device=dev)
-                loss = 0.0
-                if baseline == "value":
-                    values = net.value(o)
-                    psi_t = psi_t - values.detach()
-                    G_t = torch.as_tensor(G.reshape(-1), dtype=logp.dtype, device=dev)
-                    loss = vf_coef * masked_mean((G_t - values).pow(2), m)
-                if normalize_advantages:
-                    mf = m.to(psi_t.dtype)
-                    n = mf.sum().clamp(min=2.0)
-                    mean = (psi_t * mf).sum() / n
-                    std = (((psi_t - mean) ** 2 * mf).sum() / (n - 1)).sqrt()
-                    psi_t = (psi_t - mean) / (std + 1e-8)
-                loss = loss - masked_mean(logp * psi_t, m)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
-                opt.step()
+            for steps in reinforce(envs, net, opt, params, total_steps, psi=psi,
+                                   baseline=baseline, gamma=gamma, vf_coef=vf_coef,
+                                   normalize_advantages=normalize_advantages,
+                                   max_grad_norm=max_grad_norm, seed=seed,
+                                   generator=generator, on_step=on_step):
                 if reporter(steps):
                     break
         finally:
@@ -224,3 +170,68 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
             reporter.close()
     net.eval()
     return policy
+
+
+def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_coef,
+              normalize_advantages, max_grad_norm, seed, generator, on_step):
+    """REINFORCE's loop, the chapter's pseudocode (the core of :func:`train`): each env
+    plays one whole episode (the rollout ends when all have ended), then one gradient step
+    on -mean_t[logp(a_t|s_t) Psi_t] (+ the baseline's regression). ``on_step(steps)`` is
+    called after every vector step (True stops: a batch cut short is not learned from).
+    Yields the env steps after each update.
+
+    Defined in: Policy gradients, section REINFORCE on CartPole.
+    """
+    N, steps, stop = envs.num_envs, 0, False
+    tensor = partial(torch.as_tensor, device=params[0].device)
+    while steps < total_steps and not stop:
+        obs, _ = envs.reset(seed=seed) if steps == 0 else envs.reset()
+        active = np.ones(N, dtype=bool)  # the env's first episode is still running
+
+        def until(done):
+            nonlocal steps, stop
+            steps += N
+            np.logical_and(active, ~done, out=active)
+            stop = on_step(steps)
+            return stop or not active.any() or steps >= total_steps
+
+        T_max = -(-(total_steps - steps) // N)  # vector steps left in the budget
+        ro, _, _ = collect_rollout(envs, net, np.asarray(obs, dtype=np.float32),
+                                   np.zeros(N, dtype=bool), T_max, generator, until=until)
+        if stop or active.any():
+            break  # the budget (or on_step) cut the batch: it is not used
+        done = ro.terminated | ro.truncated
+        mask = np.ones_like(done)  # step t belongs to the env's first episode
+        mask[1:] = ~np.logical_or.accumulate(done, axis=0)[:-1]
+        R = np.where(mask, ro.rewards, 0.0)
+        T, t_end = len(R), np.argmax(mask & done, axis=0)  # the step each episode ended
+        if baseline == "value":  # a time limit: add gamma V(s_trunc) to the last reward
+            cut = (ro.truncated & ~ro.terminated)[t_end, np.arange(N)]
+            V_next = np.concatenate([ro.values[1:], ro.last_value[None]])
+            boot = np.where(cut, V_next[t_end, np.arange(N)].astype(np.float64), 0.0)
+            R[t_end, np.arange(N)] += gamma * boot
+        Psi = episode_psi(R, mask, gamma, psi)
+        G = episode_psi(R, mask, gamma, "reward_to_go")
+        o, m = tensor(ro.obs.reshape(T * N, -1)), tensor(mask.reshape(-1))
+        a = tensor(ro.actions.reshape((T * N,) + ro.actions.shape[2:]))
+        logp, _ = net.log_prob(o, a)
+        psi_t = tensor(Psi.reshape(-1), dtype=logp.dtype)
+        loss = 0.0
+        if baseline == "value":
+            values = net.value(o)
+            psi_t = psi_t - values.detach()
+            G_t = tensor(G.reshape(-1), dtype=logp.dtype)
+            loss = vf_coef * masked_mean((G_t - values).pow(2), m)
+        if normalize_advantages:
+            mf = m.to(psi_t.dtype)
+            n = mf.sum().clamp(min=2.0)
+            mean = (psi_t * mf).sum() / n
+            std = (((psi_t - mean) ** 2 * mf).sum() / (n - 1)).sqrt()
+            psi_t = (psi_t - mean) / (std + 1e-8)
+        loss = loss - masked_mean(logp * psi_t, m)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
+        opt.step()
+        yield steps

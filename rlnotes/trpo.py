@@ -18,12 +18,13 @@ import numpy as np
 import torch
 
 from rlnotes._validate import require_choice, require_in_range, require_int
+from rlnotes.deeprl import _onpolicy as op
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_positive, check_rollout_size, choose_device,
                                      torch_threads)
 
 __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gradient", "natural_step",
-           "line_search", "performance_difference", "train"]
+           "line_search", "performance_difference", "trpo", "train"]
 
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
@@ -324,8 +325,6 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    from rlnotes.deeprl import _onpolicy as op
-
     total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
     num_envs, num_steps = check_rollout_size(num_envs, num_steps)
     max_kl = check_positive(max_kl, "max_kl")
@@ -349,35 +348,22 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
-        actor_params = list(net.actor.parameters())
-        if not net.discrete:
-            actor_params.append(net.log_std)
-        critic_params = list(net.critic.parameters())
-        critic_opt = torch.optim.Adam(critic_params, lr=critic_lr, eps=1e-5, fused=True)
+        critic_opt = torch.optim.Adam(net.critic.parameters(), lr=critic_lr, eps=1e-5,
+                                      fused=True)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
         policy = op.GreedyPolicy(net)
 
         obs, _ = envs.reset(seed=seed)
-        autoreset = np.zeros(num_envs, dtype=bool)
-        steps = 0
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="TRPO")
         try:
-            while steps < total_steps:
-                T = min(num_steps, -(-(total_steps - steps) // num_envs))
-                rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
-                steps += T * num_envs
-                batch = op.rollout_advantages(net, rollout, gamma, lam)
-                stats = {"steps": steps}
-                if len(batch["adv"]) > 1:
-                    stats.update(_policy_step(net, actor_params, batch, max_kl=max_kl,
-                                              cg_iters=cg_iters, cg_damping=cg_damping,
-                                              shrink=shrink, max_backtracks=max_backtracks,
-                                              norm_adv=norm_adv))
-                    _fit_critic(net, critic_opt, batch, generator, critic_epochs,
-                                critic_minibatch)
-                    stats["explained_variance"] = op.explained_variance(batch["values"],
-                                                                        batch["returns"])
+            for steps, stats in trpo(envs, obs, net, critic_opt, total_steps,
+                                     num_steps=num_steps, max_kl=max_kl, cg_iters=cg_iters,
+                                     cg_damping=cg_damping, shrink=shrink,
+                                     max_backtracks=max_backtracks, gamma=gamma, lam=lam,
+                                     critic_epochs=critic_epochs,
+                                     critic_minibatch=critic_minibatch, norm_adv=norm_adv,
+                                     rng=rng, generator=generator):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -388,14 +374,47 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     return policy
 
 
+def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters,
+         cg_damping, shrink, max_backtracks, gamma, lam, critic_epochs, critic_minibatch,
+         norm_adv, rng, generator):
+    """TRPO's loop, the chapter's pseudocode (the core of :func:`train`): collect a
+    rollout, compute its GAE advantages, take one natural-gradient step of the policy
+    within the trust region (:func:`_policy_step`), then fit the critic to the
+    lambda-returns (:func:`_fit_critic`). Yields ``(steps, stats)`` after each update.
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    N = envs.num_envs
+    actor_params = list(net.actor.parameters()) + ([] if net.discrete else [net.log_std])
+    autoreset = np.zeros(N, dtype=bool)
+    steps = 0
+    while steps < total_steps:
+        T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
+        rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
+        steps += T * N
+        # the valid transitions: obs, actions, old logp, adv, returns, values
+        batch = op.rollout_advantages(net, rollout, gamma, lam)
+        stats = {"steps": steps}
+        if len(batch["adv"]) > 1:
+            stats.update(_policy_step(net, actor_params, batch, max_kl=max_kl,
+                                      cg_iters=cg_iters, cg_damping=cg_damping,
+                                      shrink=shrink, max_backtracks=max_backtracks,
+                                      norm_adv=norm_adv))
+            _fit_critic(net, critic_opt, batch, generator, critic_epochs,
+                        critic_minibatch)
+            stats["explained_variance"] = op.explained_variance(batch["values"],
+                                                                batch["returns"])
+        yield steps, stats
+
+
 def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shrink,
                  max_backtracks, norm_adv):
     """One TRPO policy update on a rollout's batch (the dict of
-    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio * A)`` and
-    the mean exact KL to the old policy as closures, the gradient g, the KL's gradient with its
-    graph kept (built once, reused by every Fisher-vector product), the natural step from
-    conjugate gradient, and the backtracking line search. Returns the update's diagnostics
-    (``kl``, ``backtracks``, ``improvement``).
+    :func:`rlnotes.deeprl._onpolicy.rollout_advantages`): the surrogate ``mean(ratio *
+    A)`` and the mean exact KL to the old policy as closures, the gradient g, the KL's
+    gradient with its graph kept (built once, reused by every Fisher-vector product), the
+    natural step from conjugate gradient, and the backtracking line search. Returns the
+    update's diagnostics (``kl``, ``backtracks``, ``improvement``).
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
@@ -416,8 +435,9 @@ def _policy_step(net, actor_params, batch, *, max_kl, cg_iters, cg_damping, shri
 
     g = flat_grad(surrogate(), actor_params)
     kl_grad = flat_grad(mean_kl(), actor_params, create_graph=True)
-    step, expected = natural_step(g, lambda v: fisher_vector_product(kl_grad, actor_params, v),
-                                  max_kl, cg_iters=cg_iters, damping=cg_damping)
+    step, expected = natural_step(
+        g, lambda v: fisher_vector_product(kl_grad, actor_params, v), max_kl,
+        cg_iters=cg_iters, damping=cg_damping)
 
     def evaluate_at(theta, fn):
         _set_flat(actor_params, theta)

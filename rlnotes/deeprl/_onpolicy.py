@@ -2,8 +2,9 @@
 policy), the policy object a trainer returns, rollout collection in vectorised environments and
 the advantages of a rollout.
 
-Private for now: the REINFORCE/A2C chapter writes its own rollout module
-(``rlnotes.deeprl.rollout``); the two are to be unified once both exist.
+Rollouts are collected by the one collector of every on-policy trainer,
+:func:`rlnotes.deeprl.rollout.collect_rollout` (re-exported here), with its conventions for
+autoreset steps (``valid``), truncation and termination.
 
 Defined in: TRPO and PPO, section PPO on CartPole.
 """
@@ -19,6 +20,7 @@ from torch import nn
 from rlnotes._validate import require_int
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info
 from rlnotes.deeprl.networks import mlp
+from rlnotes.deeprl.rollout import Rollout, collect_rollout
 from rlnotes.returns import gae
 
 __all__ = ["ActorCritic", "GreedyPolicy", "collect_rollout", "rollout_advantages",
@@ -114,6 +116,12 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)
 
+    def act(self, obs: torch.Tensor, rng: np.random.Generator):
+        """What :func:`collect_rollout` calls: ``(actions, None, None)``, the actions of
+        :meth:`sample` (the log-probabilities and values are computed later, in one pass over
+        the whole rollout, by :func:`rollout_advantages`)."""
+        return self.sample(obs, rng), None, None
+
     @torch.no_grad()
     def sample(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Actions for a batch of observations, drawn with ``rng`` (one forward pass):
@@ -164,55 +172,17 @@ class GreedyPolicy:
         return torch.clamp(out, self.net.low, self.net.high).cpu().numpy()
 
 
-def collect_rollout(envs, net: ActorCritic, obs: np.ndarray, autoreset: np.ndarray,
-                    num_steps: int, rng: np.random.Generator):
-    """Play ``num_steps`` steps in every env with the sampling policy; one forward pass per step.
-
-    Returns ``(rollout, obs, autoreset)``: ``rollout`` holds numpy arrays with time first,
-    ``obs`` (T + 1, N, d) (the last row is where the next rollout starts), ``actions`` (T, N,
-    ...), ``rewards``, ``terminated``, ``truncated`` and ``valid`` (T, N). ``valid`` is False
-    for the steps that only reset an env (gymnasium's NEXT_STEP autoreset: the step after an
-    episode ends ignores the action); they are kept in the arrays, so that time stays aligned,
-    and are left out of every loss. Box actions are stored as sampled and clipped to the
-    bounds only when sent to the env.
-
-    Defined in: TRPO and PPO, section PPO on CartPole.
-    """
-    N = envs.num_envs
-    T = require_int(num_steps, "num_steps", minimum=1)
-    obs_buf = np.empty((T + 1, *obs.shape), dtype=np.float32)
-    act_buf = None
-    rewards = np.empty((T, N), dtype=np.float32)
-    terminated = np.empty((T, N), dtype=bool)
-    truncated = np.empty((T, N), dtype=bool)
-    valid = np.empty((T, N), dtype=bool)
-    space = envs.single_action_space
-    low = getattr(space, "low", None)
-    high = getattr(space, "high", None)
-    for t in range(T):
-        obs_buf[t] = obs
-        actions = net.sample(obs_buf[t], rng)
-        if act_buf is None:
-            act_buf = np.empty((T, *actions.shape), dtype=actions.dtype)
-        act_buf[t] = actions
-        env_actions = actions if net.discrete else np.clip(actions, low, high)
-        obs, rewards[t], terminated[t], truncated[t], _ = envs.step(env_actions)
-        valid[t] = ~autoreset
-        autoreset = terminated[t] | truncated[t]
-    obs_buf[T] = obs
-    rollout = {"obs": obs_buf, "actions": act_buf, "rewards": rewards,
-               "terminated": terminated, "truncated": truncated, "valid": valid}
-    return rollout, obs, autoreset
-
-
-def rollout_advantages(net: ActorCritic, rollout: dict, gamma: float, lam: float):
+def rollout_advantages(net: ActorCritic, rollout: Rollout, gamma: float, lam: float):
     """The training batch of a rollout: its valid transitions, flattened, with GAE advantages.
 
-    All T + 1 observations are valued in one forward pass. A step cut by a time limit bootstraps:
-    ``gamma V(s_trunc)`` is added to its reward and the advantage recursion stops there (see
-    :func:`rlnotes.returns.gae`); in NEXT_STEP mode ``obs[t + 1]`` after such a step is the
-    state the episode was cut in. The log-probabilities of the policy that collected the data
-    are computed here too, in one pass, before any update.
+    The conventions of the collector and of :func:`rlnotes.deeprl.rollout.rollout_advantages`
+    (A2C's), computed in one pass: all T + 1 observations (the rollout's and ``last_obs``) are
+    valued at once, since this network does not record values while acting. A step cut by a
+    time limit bootstraps: ``gamma V(s_trunc)`` is added to its reward and the advantage
+    recursion stops there (see :func:`rlnotes.returns.gae`); in NEXT_STEP mode ``obs[t + 1]``
+    after such a step is the state the episode was cut in. Autoreset steps (``valid`` False)
+    are left out of the batch. The log-probabilities of the policy that collected the data are
+    computed here too, in one pass, before any update.
 
     Returns a dict of tensors with B valid transitions: ``obs`` (B, d), ``actions``, ``logp``,
     ``adv``, ``returns``, ``values`` (B,), ``params`` (the actor's outputs, (B, A|k)).
@@ -220,20 +190,20 @@ def rollout_advantages(net: ActorCritic, rollout: dict, gamma: float, lam: float
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
     device = next(net.parameters()).device
-    obs = torch.as_tensor(rollout["obs"], device=device)
-    T, N = rollout["rewards"].shape
+    obs = torch.as_tensor(np.concatenate([rollout.obs, rollout.last_obs[None]]), device=device)
+    T, N = rollout.rewards.shape
     with torch.no_grad():
         values = net.value(obs.reshape((T + 1) * N, -1)).reshape(T + 1, N)
-        rewards = torch.as_tensor(rollout["rewards"], device=device)
-        truncated = torch.as_tensor(rollout["truncated"], device=device)
-        terminated = torch.as_tensor(rollout["terminated"], device=device)
+        rewards = torch.as_tensor(rollout.rewards, dtype=torch.float32, device=device)
+        truncated = torch.as_tensor(rollout.truncated, device=device)
+        terminated = torch.as_tensor(rollout.terminated, device=device)
         # a truncated (not terminated) step bootstraps from the state it was cut in
         cut = truncated & ~terminated
         rewards = rewards + gamma * cut.to(rewards.dtype) * values[1:]
         adv, returns = gae(rewards, values[:-1], terminated | truncated, values[-1], gamma, lam)
-        valid = torch.as_tensor(rollout["valid"], device=device).reshape(-1)
+        valid = torch.as_tensor(rollout.valid, device=device).reshape(-1)
         flat_obs = obs[:-1].reshape(T * N, -1)[valid]
-        actions = torch.as_tensor(rollout["actions"], device=device)
+        actions = torch.as_tensor(rollout.actions, device=device)
         actions = actions.reshape(T * N, *actions.shape[2:])[valid]
         params = net.dist_params(flat_obs)
         logp, _ = net.log_prob(flat_obs, actions, params)

@@ -205,76 +205,86 @@ class Rollout:
     """T steps of N environments; every field is a (T, N, ...) numpy array.
 
     ``obs`` (T, N, d), ``actions`` (T, N) or (T, N, k), ``logp`` and ``values`` (T, N) as the
-    acting policy computed them, ``rewards``, ``terminated``, ``truncated`` (T, N), and
-    ``valid`` (T, N) bool: False on the autoreset steps that are not transitions of the task.
-    ``last_obs`` (N, d) is the observation after the last step; ``last_value`` its V.
+    acting policy computed them (None when its ``act`` does not give them), ``rewards`` (in
+    the env's dtype), ``terminated``, ``truncated`` (T, N), and ``valid`` (T, N) bool: False on the autoreset
+    steps that are not transitions of the task. ``last_obs`` (N, d) is the observation after
+    the last step; ``last_value`` its V (None without values).
     """
 
     obs: np.ndarray
     actions: np.ndarray
-    logp: np.ndarray
-    values: np.ndarray
+    logp: np.ndarray | None
+    values: np.ndarray | None
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
     valid: np.ndarray
     last_obs: np.ndarray
-    last_value: np.ndarray
+    last_value: np.ndarray | None
 
 
-def collect_rollout(envs, net: ActorCritic, obs: np.ndarray, autoreset: np.ndarray,
-                    num_steps: int, generator: torch.Generator, *, device=None,
-                    on_step=None):
-    """Play ``num_steps`` steps of every env of ``envs`` with the stochastic policy of ``net``
-    (one forward pass for all envs a step). Returns ``(rollout, obs, autoreset)``: the
-    :class:`Rollout` and the state to continue from next time.
+def _numpy(x):
+    return x.cpu().numpy() if torch.is_tensor(x) else x
 
-    Box actions are clipped to the action bounds when stepping the env; the rollout keeps the
-    sampled (unclipped) action, whose log-probability the loss needs. ``on_step(k)``, if given,
-    is called after each vector step with the number of env steps it took (for progress and
-    callbacks).
 
-    Defined in: Actor-critic and generalised advantage estimation,
-    section A2C: synchronous advantage actor-critic.
+def collect_rollout(envs, net, obs: np.ndarray, autoreset: np.ndarray, num_steps: int,
+                    generator, *, device=None, until=None):
+    """The on-policy rollout collector of every policy-gradient trainer (REINFORCE, A2C,
+    TRPO, PPO). Plays ``num_steps`` steps of every env of ``envs`` with the stochastic
+    policy of ``net`` (one forward pass for all envs a step): ``net.act(obs, generator)``
+    returns ``(actions, logp, values)`` (``logp`` and ``values`` may be None). Returns
+    ``(rollout, obs, autoreset)``: the :class:`Rollout` and the state to continue from.
+
+    One convention for every trainer: gymnasium's NEXT_STEP autoreset step (the step after
+    an episode ends ignores the action) is kept, so that time stays aligned, with ``valid
+    = False``; ``terminated`` and ``truncated`` are kept apart, for the advantages to
+    bootstrap a truncation from V(s_trunc), the value of the next row's observation. Box
+    actions are clipped to the action space's bounds only when sent to the env; the
+    rollout keeps the sampled action, whose log-probability the loss needs.
+    ``until(done)``, if given, is called after each step with the (N,) flags ``terminated
+    | truncated``; True ends the rollout there (it then has fewer than ``num_steps``
+    rows).
+
+    Defined in: Actor-critic and generalised advantage estimation, section A2C:
+    synchronous advantage actor-critic.
     """
-    num_steps = require_int(num_steps, "num_steps", minimum=1)
-    N = envs.num_envs
-    T = num_steps
-    dtype = next(net.parameters()).dtype
-    device = device if device is not None else next(net.parameters()).device
-    obs_buf = np.empty((T, N, obs.shape[1]), dtype=np.float32)
-    act_shape = (T, N) if net.discrete else (T, N, net.act_dim)
-    actions_buf = np.empty(act_shape, dtype=np.int64 if net.discrete else np.float32)
-    logp_buf = np.empty((T, N), dtype=np.float32)
-    values_buf = np.empty((T, N), dtype=np.float32)
-    rewards_buf = np.empty((T, N), dtype=np.float32)
-    term_buf = np.empty((T, N), dtype=bool)
-    trunc_buf = np.empty((T, N), dtype=bool)
-    valid_buf = np.empty((T, N), dtype=bool)
-    if not net.discrete:
-        low, high = net.low.cpu().numpy(), net.high.cpu().numpy()
+    T = require_int(num_steps, "num_steps", minimum=1)
+    first = next(net.parameters())
+    dtype, device = first.dtype, (device if device is not None else first.device)
+    space = envs.single_action_space
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    rows = {k: [] for k in ("obs", "actions", "logp", "values", "rewards", "terminated",
+                            "truncated", "valid")}
     for t in range(T):
-        obs_t = torch.as_tensor(obs, dtype=dtype, device=device)
-        actions, logp, values = net.act(obs_t, generator)
-        actions = actions.cpu().numpy()
-        obs_buf[t] = obs
-        actions_buf[t] = actions
-        logp_buf[t] = logp.cpu().numpy()
-        values_buf[t] = values.cpu().numpy()
-        valid_buf[t] = ~autoreset
+        actions, logp, values = net.act(torch.as_tensor(obs, dtype=dtype, device=device),
+                                        generator)
+        actions = _numpy(actions)
+        rows["obs"].append(obs)
+        rows["actions"].append(actions)
+        rows["logp"].append(_numpy(logp))
+        rows["values"].append(_numpy(values))
+        rows["valid"].append(~autoreset)
         env_actions = actions if net.discrete else np.clip(actions, low, high)
         obs, rewards, terminated, truncated, _ = envs.step(env_actions)
-        rewards_buf[t] = rewards
-        term_buf[t] = terminated
-        trunc_buf[t] = truncated
+        obs = np.asarray(obs, dtype=np.float32)
+        rows["rewards"].append(rewards)
+        rows["terminated"].append(terminated)
+        rows["truncated"].append(truncated)
         autoreset = np.logical_or(terminated, truncated)
-        if on_step is not None:
-            on_step(N)
-    obs = np.asarray(obs, dtype=np.float32)
-    with torch.no_grad():
-        last_value = net.value(torch.as_tensor(obs, dtype=dtype, device=device)).cpu().numpy()
-    rollout = Rollout(obs_buf, actions_buf, logp_buf, values_buf, rewards_buf, term_buf,
-                      trunc_buf, valid_buf, obs, last_value)
+        if until is not None and until(autoreset):
+            break
+    # rewards keep the env's dtype; the advantages compute in the networks' float32
+    dtypes = {"obs": np.float32, "logp": np.float32, "values": np.float32,
+              "terminated": bool, "truncated": bool, "valid": bool}
+    out = {k: (None if v[0] is None else np.stack(v).astype(dtypes.get(k, v[0].dtype),
+                                                          copy=False))
+           for k, v in rows.items()}
+    last_value = None
+    if out["values"] is not None:
+        with torch.no_grad():
+            obs_t = torch.as_tensor(obs, dtype=dtype, device=device)
+            last_value = _numpy(net.value(obs_t))
+    rollout = Rollout(**out, last_obs=obs, last_value=last_value)
     return rollout, obs, autoreset
 
 
@@ -293,7 +303,7 @@ def rollout_advantages(rollout: Rollout, gamma: float, lam: float):
     """
     gamma = require_gamma(gamma)
     lam = require_in_range(lam, "lam", 0.0, 1.0)
-    r = rollout.rewards.astype(np.float64)
+    r = rollout.rewards.astype(np.float32).astype(np.float64)  # in the networks' precision
     V = rollout.values.astype(np.float64)
     term, trunc, valid = rollout.terminated, rollout.truncated, rollout.valid
     cut = trunc & ~term  # a time limit: bootstrap from the state it stopped in

@@ -454,7 +454,7 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
                 seed=0):
     """The process-supervision experiment's starting point chosen by its quality rather than by
     its step count: the first of ``chain_model(steps)`` for ``steps`` in ``candidates`` (in
-    increasing order) whose held-out pass@1 (:func:`rlnotes.grpo.pass_at_1`, two samples a prompt,
+    increasing order) whose held-out pass@1 (:func:`rlnotes.lm.evaluation.pass_at_1`, two samples a prompt,
     generator seed 0) lies inside the open interval ``band``. How far a number of fine-tuning
     steps gets depends on the machine's floating-point rounding (an AVX-512 CPU trains another
     model than an AVX2 one from the same seed), so a fixed count would start the experiment from
@@ -470,9 +470,9 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
     """
-    import rlnotes.grpo
+    import rlnotes.lm.evaluation
     import rlnotes.lm.generation
-    from rlnotes.grpo import pass_at_1
+    from rlnotes.lm.evaluation import pass_at_1
 
     try:
         low, high = (float(b) for b in band)
@@ -510,5 +510,5 @@ def chain_start(band=(0.15, 0.35), candidates=tuple(range(400, 1601, 100)), *, l
 
     model, entry = _finetuned("chain-start", task, seed,
                               dict(band=[low, high], candidates=candidates, lr=lr), train,
-                              code=(rlnotes.grpo, rlnotes.lm.generation))  # how the band is measured
+                              code=(rlnotes.lm.evaluation, rlnotes.lm.generation))  # how the band is measured
     return model, task, entry["steps"], entry["pass1"]

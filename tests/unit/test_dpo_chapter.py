@@ -8,7 +8,8 @@ import torch
 
 import rlnotes.dpo as dpo
 import rlnotes.lm as lm
-from rlnotes.lm.frontier import best_gold_within, dpo_sweep, gold_and_kl, ppo_sweep
+from rlnotes.dpo import dpo_sweep, ppo_sweep
+from rlnotes.lm.frontier import best_gold_within, gold_and_kl
 
 torch.set_num_threads(1)
 device = torch.device("cpu")

@@ -12,7 +12,8 @@ import torch
 import rlnotes.lm as lm
 from rlnotes.dpo import (dpo_loss, implicit_reward_accuracy, ipo_loss, pair_logps, sequence_logprob,
                          train_dpo)
-from rlnotes.lm.frontier import best_gold_within, dpo_sweep, gold_and_kl, ppo_sweep, upper_frontier
+from rlnotes.dpo import dpo_sweep, ppo_sweep
+from rlnotes.lm.frontier import best_gold_within, gold_and_kl, upper_frontier
 
 torch.set_num_threads(1)
 

@@ -5,6 +5,7 @@ import torch
 
 import rlnotes.lm as lm
 from rlnotes.kl import kl_k1
+from rlnotes.rlhf_ppo import train_ppo
 
 
 def batch(seed=0, B=5, L=6):
@@ -87,14 +88,14 @@ def test_train_ppo_rejects_bad_input():
                       (dict(advantage="td"), "advantage"), (dict(critic_target="values"), "critic_target"),
                       (dict(lam=2.0), "lam"), (dict(minibatches=100, batch_size=8), "minibatches")):
         with pytest.raises(ValueError, match=match):
-            lm.train_ppo(sft, task, task.reward, **kw)
+            train_ppo(sft, task, task.reward, **kw)
 
 
 def test_ppo_on_the_gold_reward_is_reproducible_and_improves():
     torch.set_num_threads(1)
     task = lm.PreferenceTask()
     sft, _ = lm.train_sft(task, steps=40, width=16, device="cpu")
-    _, h = lm.train_ppo(sft, task, task.reward, iterations=15, gold_fn=task.reward, device="cpu", lr=3e-3)
+    _, h = train_ppo(sft, task, task.reward, iterations=15, gold_fn=task.reward, device="cpu", lr=3e-3)
     assert sum(h["gold"][-3:]) / 3 > h["gold"][0] + 0.5
     assert h["gold"] == h["score"]
 

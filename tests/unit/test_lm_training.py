@@ -8,6 +8,7 @@ import torch
 
 import rlnotes.lm as lm
 from rlnotes.rlhf import bradley_terry_loss
+from rlnotes.rlhf_ppo import train_ppo
 
 torch.set_num_threads(1)
 
@@ -98,7 +99,7 @@ def test_reward_model_rewards_repetition_the_gold_punishes(pref):
 def ppo_runs(pref):
     out = {}
     for name, kw in {"ppo": dict(), "seed004": dict(advantage="reward_minus_value", critic_target="rewards")}.items():
-        out[name] = lm.train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=30, beta=0.05,
+        out[name] = train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=30, beta=0.05,
                                  gold_fn=pref["task"].reward, device="cpu", **kw)[1]
     return out
 
@@ -115,7 +116,7 @@ def test_seed004_estimator_learns_less(ppo_runs):
 
 
 def test_without_kl_penalty_the_proxy_is_over_optimised(pref):
-    h = lm.train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=90, beta=0.0,
+    h = train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=90, beta=0.0,
                      gold_fn=pref["task"].reward, device="cpu")[1]
     g = np.convolve(h["gold"], np.ones(5) / 5, mode="valid")
     assert g.max() > h["gold"][0] + 1.0  # rises first
@@ -126,7 +127,7 @@ def test_without_kl_penalty_the_proxy_is_over_optimised(pref):
 
 
 def test_ppo_is_deterministic(pref):
-    runs = [lm.train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=2, gold_fn=pref["task"].reward,
+    runs = [train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=2, gold_fn=pref["task"].reward,
                          device="cpu", seed=3)[1] for _ in range(2)]
     assert runs[0] == runs[1]
 
@@ -149,7 +150,7 @@ def test_ppo_with_a_large_kl_coefficient_stays_near_the_reference(pref):
     # shared backbone (detach_value=False, the old default), this run (seed 0) diverged: the
     # returns carry -beta * log-ratio, the critic's error grew with them, swamped the policy's
     # gradient in the backbone and pushed the policy further (max KL 29.7 nats, gold -4.3).
-    h = lm.train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=60, beta=0.5, seed=0,
+    h = train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=60, beta=0.5, seed=0,
                      gold_fn=pref["task"].reward, device="cpu")[1]
     assert max(h["kl"]) < 3 and max(h["value_loss"]) < 5
     assert np.mean(h["gold"][-5:]) > h["gold"][0] + 0.5  # and it still learns
@@ -162,7 +163,7 @@ def test_ppo_critic_does_not_train_the_backbone_by_default(pref):
         seen["agent"] = agent
         return True
 
-    lm.train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=1, device="cpu", callback=grab)
+    train_ppo(pref["sft"], pref["task"], pref["proxy"], iterations=1, device="cpu", callback=grab)
     agent = seen["agent"]
     assert agent.detach_value
     task = pref["task"]

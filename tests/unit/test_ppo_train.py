@@ -141,20 +141,20 @@ def test_rollout_advantages_match_a_loop():
     rollout, _, _ = op.collect_rollout(envs, net, obs, np.zeros(4, bool), 64,
                                        np.random.default_rng(0))
     envs.close()
-    assert (~rollout["valid"]).sum() == rollout["terminated"][:-1].sum() + \
-        (rollout["truncated"][:-1] & ~rollout["terminated"][:-1]).sum()
+    assert (~rollout.valid).sum() == rollout.terminated[:-1].sum() + \
+        (rollout.truncated[:-1] & ~rollout.terminated[:-1]).sum()
     batch = op.rollout_advantages(net, rollout, 0.9, 0.8)
     with torch.no_grad():
-        V = net.value(torch.as_tensor(rollout["obs"])).numpy()
-    T, N = rollout["rewards"].shape
+        V = net.value(torch.as_tensor(np.concatenate([rollout.obs, rollout.last_obs[None]]))).numpy()
+    T, N = rollout.rewards.shape
     A = np.zeros((T, N))
     nxt = np.zeros(N)
     for t in reversed(range(T)):
-        done = rollout["terminated"][t] | rollout["truncated"][t]
-        delta = rollout["rewards"][t] + 0.9 * (1 - rollout["terminated"][t]) * V[t + 1] - V[t]
+        done = rollout.terminated[t] | rollout.truncated[t]
+        delta = rollout.rewards[t] + 0.9 * (1 - rollout.terminated[t]) * V[t + 1] - V[t]
         nxt = delta + 0.9 * 0.8 * (1 - done) * nxt
         A[t] = nxt
-    valid = rollout["valid"].reshape(-1)
+    valid = rollout.valid.reshape(-1)
     assert np.allclose(A.reshape(-1)[valid], batch["adv"].numpy(), atol=1e-5)
     assert len(batch["obs"]) == valid.sum()
 
