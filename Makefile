@@ -41,7 +41,8 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] >= (3, 10), "rlnotes needs Python >= 3.10 (3.11 is tested)"'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
 	@touch $@
 
 install: $(STAMP)
@@ -143,8 +144,10 @@ $(PEER_TRL_VENV)/.installed: benchmarks/peers/requirements-trl.txt
 
 # rlnotes is (re)installed from this tree every time: the environments are shared between clones.
 peers-env: $(STAMP) $(PEER_SB3_VENV)/.installed $(PEER_TRL_VENV)/.installed
-	$(PEER_SB3_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	$(PEER_TRL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PEER_SB3_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
+	$(PEER_TRL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
 
 # Writes benchmarks/results/peers_cartpole.json and peers_grpo_step.json (the book's appendix
 # renders them); the quick form writes to _build/peers-quick/. PEER_ARGS passes more options.

@@ -11,8 +11,8 @@ CartPole-v1 (``harness.py``): DQN, PPO, A2C and TRPO, rlnotes' trainers with the
 against Stable-Baselines3 2.9.2 / sb3-contrib 2.9.2 with RL-Zoo's hyperparameters, on seeds
 100-109, which no hyperparameter sweep of rlnotes used (see benchmarks/README.md). Every run is
 its own process with one torch thread; ``--jobs`` processes at a time (2 by default, one per
-core), and the two libraries' runs of one (algorithm, seed) are started together, the order
-alternating from seed to seed, so that the machine's load hits both alike. Writes
+core), and the two libraries' runs of one (algorithm, seed) are queued next to each other, the
+order alternating from seed to seed, so that the machine's load hits both alike. Writes
 ``peers_cartpole.json``: the provenance (versions, CPU model, load average at the start and the
 end, command, date), every run's record and the medians with intervals.
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 from harness import ALGOS, EVAL_EVERY, ENV_ID, IN_A_ROW, RL_ZOO, THRESHOLD  # noqa: E402
 from stats import provenance, summarize  # noqa: E402
 
-FULL = dict(seeds=list(range(100, 110)), budget=50_000, grpo_rounds=3, grpo_steps=60)
+FULL = dict(seeds=list(range(100, 110)), budget=50_000, grpo_rounds=2, grpo_steps=40)
 QUICK = dict(seeds=[100, 101], budget=20_480, grpo_rounds=1, grpo_steps=20)
 FIGURES = ("first", "three", "s_first", "cpu_first", "steps_per_s")
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -82,8 +82,9 @@ def run_job(python: str, library: str, algo: str, seed: int, budget: int, timeou
 
 
 def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
-                  timeout: float = 900, log=print) -> list[dict]:
-    """Runs every (library, algo, seed) job, ``n_jobs`` processes at a time; their records."""
+                  timeout: float = 900, log=print, on_record=None) -> list[dict]:
+    """Runs every (library, algo, seed) job, ``n_jobs`` processes at a time; their records.
+    ``on_record(records so far)`` is called after each run (to write a partial file)."""
     todo: queue.Queue = queue.Queue()
     for job in jobs_for(algos, seeds, list(pythons)):
         todo.put(job)
@@ -105,6 +106,8 @@ def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
                     log(f"{library:8s} {algo:4s} seed {seed}: first {rec['first']}, three "
                         f"{rec['three']}, train s to first {_f(rec['s_first'])}, "
                         f"{rec['steps_per_s']:,.0f} steps/s")
+                if on_record is not None:
+                    on_record(list(records))
 
     threads = [threading.Thread(target=worker) for _ in range(max(1, n_jobs))]
     for t in threads:
@@ -132,8 +135,9 @@ def summaries(records: list[dict]) -> dict:
             for algo, libs in out.items()}
 
 
-def cartpole_results(records, *, seeds, budget, n_jobs, command, prov=None) -> dict:
-    """The content of peers_cartpole.json."""
+def cartpole_results(records, *, seeds, budget, n_jobs, command, prov=None,
+                     complete: bool = True) -> dict:
+    """The content of peers_cartpole.json (``complete`` False while the race still runs)."""
     prov = dict(prov or provenance(command))
     prov["loadavg_end"] = list(os.getloadavg())
     by_lib = {}
@@ -141,7 +145,7 @@ def cartpole_results(records, *, seeds, budget, n_jobs, command, prov=None) -> d
         if "versions" in rec:
             by_lib.setdefault(rec["library"], rec["versions"])
     return dict(
-        kind="cartpole", provenance=prov, versions=by_lib,
+        kind="cartpole", complete=complete, provenance=prov, versions=by_lib,
         protocol=dict(env=ENV_ID, eval_every=EVAL_EVERY, eval_episodes=10, eval_envs=10,
                       eval_seed="seed + 10000", threshold=THRESHOLD, in_a_row=IN_A_ROW,
                       budget=budget, seeds=list(seeds), processes_at_once=n_jobs,
@@ -198,6 +202,12 @@ def main(argv=None) -> int:
         a.replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
     t_start = time.perf_counter()
     status = 0
+    if args.only in (None, "grpo"):
+        t0 = time.perf_counter()
+        rc = race_grpo(args.trl_python, plan["grpo_rounds"], plan["grpo_steps"],
+                       out / "peers_grpo_step.json")
+        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        status = status or rc
     if args.only in (None, "cartpole"):
         pythons = {"rlnotes": sys.executable}
         if args.sb3_python:
@@ -207,8 +217,14 @@ def main(argv=None) -> int:
               f"{args.algos}, {args.jobs} processes at once; load {prov['loadavg_start']}",
               flush=True)
         t0 = time.perf_counter()
+
+        def partial(records):
+            write_json(out / "peers_cartpole.json", cartpole_results(
+                records, seeds=seeds, budget=budget, n_jobs=args.jobs, command=command,
+                prov=prov, complete=False))
+
         records = race_cartpole(pythons, args.algos, seeds, budget, args.jobs,
-                                log=lambda s: print(s, flush=True))
+                                log=lambda s: print(s, flush=True), on_record=partial)
         data = cartpole_results(records, seeds=seeds, budget=budget, n_jobs=args.jobs,
                                 command=command, prov=prov)
         data["provenance"]["race_wall_s"] = time.perf_counter() - t0
@@ -217,12 +233,6 @@ def main(argv=None) -> int:
               flush=True)
         if any("error" in r for r in records):
             status = 1
-    if args.only in (None, "grpo"):
-        t0 = time.perf_counter()
-        rc = race_grpo(args.trl_python, plan["grpo_rounds"], plan["grpo_steps"],
-                       out / "peers_grpo_step.json")
-        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        status = status or rc
     sys.path.insert(0, str(HERE))
     import report
 

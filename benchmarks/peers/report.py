@@ -80,7 +80,11 @@ def provenance_line(data: dict) -> str:
         load_text = f"; load average {load[0]:.1f} at the start"
         if load_end:
             load_text += f", {load_end[0]:.1f} at the end"
-    return (f"Measured {p['date']} on {p['cpu']} ({p['cpu_count']} logical CPUs{load_text}); "
+    partial = ""
+    if data.get("complete") is False:
+        partial = (f"Partial results: the race had finished {len(data.get('runs', []))} runs "
+                   f"when this file was written. ")
+    return (partial + f"Measured {p['date']} on {p['cpu']} ({p['cpu_count']} logical CPUs{load_text}); "
             + "; ".join(versions) + f". Command: `{p['command']}`"
             + (f" (commit {p['commit']})" if p.get("commit") else "") + ".")
 
@@ -174,14 +178,17 @@ def grpo_table(data: dict) -> str:
              f"{w['warmup_steps']} untimed), the libraries taking turns; median over every timed "
              f"step [95% bootstrap interval].")
     if "trl" in s:
-        side = separated(s["rlnotes"]["step_ms"], s["trl"]["step_ms"])
-        ratio = s["trl"]["step_ms"]["median"] / s["rlnotes"]["step_ms"]["median"]
-        if side < 0:
-            text += f" rlnotes' step is the shorter: TRL's median is {ratio:.1f} times rlnotes'."
-        elif side > 0:
-            text += f" TRL's step is the shorter: rlnotes' median is {1 / ratio:.1f} times TRL's."
-        else:
-            text += " The intervals overlap: no difference shown."
+        for key, what in (("step_ms", "wall-clock"), ("step_cpu_ms", "CPU")):
+            side = separated(s["rlnotes"][key], s["trl"][key])
+            ratio = s["trl"][key]["median"] / s["rlnotes"][key]["median"]
+            if side < 0:
+                text += (f" By {what} time rlnotes' step is the shorter: TRL's median is "
+                         f"{ratio:.1f} times rlnotes'.")
+            elif side > 0:
+                text += (f" By {what} time TRL's step is the shorter: rlnotes' median is "
+                         f"{1 / ratio:.1f} times TRL's.")
+            else:
+                text += f" By {what} time the intervals overlap: no difference shown."
     return text
 
 
