@@ -150,10 +150,13 @@ def run_rlnotes(algo: str, seed: int, budget: int) -> dict:
 
 def run_sb3(algo: str, seed: int, budget: int) -> dict:
     """SB3's (sb3-contrib's for TRPO) ``algo`` with RL-Zoo's settings, evaluated by the protocol."""
+    import sb3_contrib  # noqa: F401  (imported before the clock starts, as rlnotes' trainer is)
+    import stable_baselines3  # noqa: F401
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env  # noqa: F401
 
     protocol = Protocol(seed, budget)
-    protocol.start()
+    protocol.start()  # construction of model and envs counts as training time
     model = sb3_model(algo, seed)
 
     def policy(obs):

@@ -84,9 +84,13 @@ def provenance_line(data: dict) -> str:
     if data.get("complete") is False:
         partial = (f"Partial results: the race had finished {len(data.get('runs', []))} runs "
                    f"when this file was written. ")
+    busy = ""
+    if load and p.get("cpu_count") and max(load[0], (load_end or [0])[0]) > p["cpu_count"]:
+        busy = (" The load average was above the number of CPUs: wall-clock times include "
+                "time spent waiting for a CPU, so compare the CPU times.")
     return (partial + f"Measured {p['date']} on {p['cpu']} ({p['cpu_count']} logical CPUs{load_text}); "
             + "; ".join(versions) + f". Command: `{p['command']}`"
-            + (f" (commit {p['commit']})" if p.get("commit") else "") + ".")
+            + (f" (commit {p['commit']})" if p.get("commit") else "") + "." + busy)
 
 
 def reading(rl: dict, peer: dict, better: str, peer_name: str) -> str:
