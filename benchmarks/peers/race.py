@@ -45,15 +45,18 @@ from stats import provenance, summarize  # noqa: E402
 FULL = dict(seeds=list(range(100, 110)), budget=50_000, grpo_rounds=2, grpo_steps=40)
 QUICK = dict(seeds=[100, 101], budget=20_480, grpo_rounds=1, grpo_steps=20)
 FIGURES = ("first", "three", "s_first", "cpu_first", "steps_per_s")
+RACE_ORDER = ("ppo", "a2c", "trpo", "dqn")
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def jobs_for(algos, seeds, libraries) -> list[tuple[str, str, int]]:
-    """(library, algo, seed) in race order: per seed, per algorithm, the libraries together,
-    their order alternating from one seed to the next."""
+    """(library, algo, seed) in race order: per algorithm (in the order given), per seed, the
+    libraries next to each other, their order alternating from one seed to the next. An
+    algorithm's seeds all finish before the next algorithm starts, so that a race stopped early
+    leaves whole algorithms behind."""
     out = []
-    for i, seed in enumerate(seeds):
-        for algo in algos:
+    for algo in algos:
+        for i, seed in enumerate(seeds):
             order = list(libraries) if i % 2 == 0 else list(reversed(libraries))
             out += [(lib, algo, seed) for lib in order]
     return out
@@ -185,7 +188,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 seeds, 20,480 steps, 1 round")
     parser.add_argument("--seeds", type=int, nargs="*", default=None)
     parser.add_argument("--budget", type=int, default=None)
-    parser.add_argument("--algos", nargs="*", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--algos", nargs="*", default=list(RACE_ORDER), choices=ALGOS,
+                        help="in race order (default: the quick ones first, DQN last)")
     parser.add_argument("--jobs", type=int, default=2, help="processes at once (one thread each)")
     parser.add_argument("--only", choices=("cartpole", "grpo"), default=None)
     parser.add_argument("--out", default=None,

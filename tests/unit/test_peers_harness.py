@@ -63,7 +63,8 @@ def test_run_rejects_bad_input(kwargs, name):
 def test_jobs_pair_libraries_and_alternate_order():
     jobs = race.jobs_for(["ppo", "dqn"], [100, 101], ["rlnotes", "sb3"])
     assert jobs[:2] == [("rlnotes", "ppo", 100), ("sb3", "ppo", 100)]
-    assert jobs[4:6] == [("sb3", "ppo", 101), ("rlnotes", "ppo", 101)]
+    assert jobs[2:4] == [("sb3", "ppo", 101), ("rlnotes", "ppo", 101)]
+    assert {a for _, a, _ in jobs[4:]} == {"dqn"}  # one algorithm's seeds, then the next
     assert len(jobs) == 8 and len(set(jobs)) == 8
 
 
