@@ -109,7 +109,7 @@ def main(argv=None):
     os.environ.setdefault("RLNOTES_PROGRESS", "0")
     home = os.path.expanduser("~")
     command = " ".join(["python", "benchmarks/bench_grpo_step.py"] + [
-        a.replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
+        a.replace(str(ROOT) + os.sep, "").replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
     prov = provenance(command)
     task = AdditionTask()
     model, _ = sft_model(task, seed=0, steps=450)  # the GRPO chapter's SFT model

@@ -169,6 +169,10 @@ def write_json(path: Path, data: dict) -> None:
 
 def race_grpo(trl_python: str | None, rounds: int, steps: int, out: Path, log=print) -> int:
     """Runs benchmarks/bench_grpo_step.py (rlnotes and TRL, alternating rounds) into ``out``."""
+    try:  # the path as the repository sees it: the results file records the command
+        out = out.resolve().relative_to(ROOT)
+    except ValueError:
+        pass
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_grpo_step.py"), "--rounds",
            str(rounds), "--steps", str(steps), "--json", str(out)]
     if trl_python:
@@ -203,7 +207,7 @@ def main(argv=None) -> int:
                                                   else "benchmarks/results")
     home = os.path.expanduser("~")
     command = " ".join(["python", "benchmarks/peers/race.py"] + [
-        a.replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
+        a.replace(str(ROOT) + os.sep, "").replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
     t_start = time.perf_counter()
     status = 0
     if args.only in (None, "grpo"):
