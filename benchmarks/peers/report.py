@@ -82,7 +82,7 @@ def provenance_line(data: dict) -> str:
             load_text += f", {load_end[0]:.1f} at the end"
     partial = ""
     if data.get("complete") is False:
-        partial = (f"Partial results: the race had finished {len(data.get('runs', []))} runs "
+        partial = (f"Partial results: the race had finished {len(data.get('runs', []))} run(s) "
                    f"when this file was written. ")
     busy = ""
     if load and p.get("cpu_count") and max(load[0], (load_end or [0])[0]) > p["cpu_count"]:
@@ -129,9 +129,14 @@ def cartpole_table(data: dict, figures=("first", "three", "s_first", "cpu_first"
                 read = reading(rl, peer[fig], better, PEER_NAMES[algo])
             label = f"{ALGO_NAMES[algo]} ({PEER_NAMES[algo]})" if fig == figures[0] else ""
             lines.append(f"| {label} | {name} | {rl_text} | {peer_text} | {read} |")
-    seeds = data["protocol"]["seeds"]
+    seeds = sorted({s for sides in data["summary"].values() for side in sides.values()
+                    for s in side["seeds"]})
+    counts = sorted({len(side["seeds"]) for sides in data["summary"].values()
+                     for side in sides.values()})
+    per_side = (f"{counts[0]} seeds" if len(counts) == 1
+                else f"{counts[0]} to {counts[-1]} seeds")
     note = (f"\n\nMedian [95% percentile-bootstrap interval of the median] over seeds "
-            f"{_seed_text(seeds)} ({len(seeds)} seeds) per side; a run that never reached 475 "
+            f"{_seed_text(seeds) if seeds else '-'} ({per_side} per side); a run that never reached 475 "
             f"within {budget:,} steps counts as beyond the budget. Steps are exact for a given "
             f"seed; times hold within this run only.")
     return "\n".join(lines) + note

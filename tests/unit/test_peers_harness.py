@@ -114,7 +114,7 @@ def test_results_file_and_renderer(tiny_race):
     assert s["seeds"] == [100, 101] and s["first"]["n"] == 2
     table = report.cartpole_table(data)
     assert "| PPO (SB3 PPO) |" in table and "A2C" not in table
-    assert "seeds 100, 101 (2 seeds)" in table
+    assert "seeds 100, 101 (2 seeds per side)" in table
     line = report.provenance_line(data)
     assert prov["cpu"] in line and "pytest tiny race" in line
     assert report.cartpole_per_seed(data).count("| rlnotes |") == 2
