@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-PEERS = Path(__file__).resolve().parents[2] / "benchmarks" / "peers"
-sys.path.insert(0, str(PEERS))
+PEER_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "peers"
+sys.path.insert(0, str(PEER_DIR))
 
 import harness  # noqa: E402
 import race  # noqa: E402
