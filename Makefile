@@ -22,7 +22,7 @@ LAB_VENV := $(TOOLS_CACHE)/lab-$(LAB_VERSION)-myst-$(MYST_VERSION)
 NBGRADER_VENV := $(TOOLS_CACHE)/nbgrader-$(NBGRADER_VERSION)
 LAB_KERNELS := $(abspath $(VENV))/lab/share/jupyter
 
-.PHONY: help install book book-all pdf test-pdf test test-unit test-bench test-build test-nbval test-browser test-tools strip lab lab-env nbgrader-env student student-book clean
+.PHONY: help install book book-all pdf test-pdf test test-unit test-bench test-build test-nbval test-browser test-tools strip lab lab-env nbgrader-env student student-book clean peers-env bench-peers bench-peers-quick
 .DEFAULT_GOAL := help
 
 help:
@@ -36,12 +36,15 @@ help:
 	@echo "make student-book  build the student edition's HTML book into student_edition/_build/html"
 	@echo "make strip         remove outputs from the chapter notebooks before committing"
 	@echo "make clean         remove _build and student_edition"
+	@echo "make bench-peers   race rlnotes against SB3 and TRL (installs them once; ~30 min);"
+	@echo "                   bench-peers-quick: the quick form (~5 min)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] >= (3, 10), "rlnotes needs Python >= 3.10 (3.11 is tested)"'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
 	@touch $@
 
 install: $(STAMP)
@@ -140,3 +143,39 @@ student-book: student
 
 clean:
 	rm -rf _build student_edition
+
+# The peers rlnotes races (benchmarks/peers/): Stable-Baselines3 + sb3-contrib, and TRL, each in an
+# environment of its own outside the repository, made on first use; rlnotes itself goes into each
+# (editable, no dependencies) so that both sides use the same evaluation code.
+PEER_SB3_VENV := $(TOOLS_CACHE)/peers-sb3-2.9.2
+PEER_TRL_VENV := $(TOOLS_CACHE)/peers-trl-1.16.0
+PEER_ARGS ?=
+
+$(PEER_SB3_VENV)/.installed: benchmarks/peers/requirements-sb3.txt
+	rm -rf $(PEER_SB3_VENV) && $(PYTHON) -m venv $(PEER_SB3_VENV)
+	$(PEER_SB3_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r benchmarks/peers/requirements-sb3.txt
+	@touch $@
+
+$(PEER_TRL_VENV)/.installed: benchmarks/peers/requirements-trl.txt
+	rm -rf $(PEER_TRL_VENV) && $(PYTHON) -m venv $(PEER_TRL_VENV)
+	$(PEER_TRL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r benchmarks/peers/requirements-trl.txt
+	@touch $@
+
+# rlnotes is (re)installed from this tree every time: the environments are shared between clones.
+peers-env: $(STAMP) $(PEER_SB3_VENV)/.installed $(PEER_TRL_VENV)/.installed
+	$(PEER_SB3_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
+	$(PEER_TRL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
+
+# Writes benchmarks/results/peers_cartpole.json and peers_grpo_step.json (the book's appendix
+# renders them); the quick form writes to _build/peers-quick/. PEER_ARGS passes more options.
+bench-peers: peers-env
+	$(BIN)/python benchmarks/peers/race.py --sb3-python $(PEER_SB3_VENV)/bin/python \
+		--trl-python $(PEER_TRL_VENV)/bin/python $(PEER_ARGS)
+
+bench-peers-quick: peers-env
+	$(BIN)/python benchmarks/peers/race.py --quick --sb3-python $(PEER_SB3_VENV)/bin/python \
+		--trl-python $(PEER_TRL_VENV)/bin/python $(PEER_ARGS)

@@ -5,8 +5,9 @@ Run from the repository root:
     .venv/bin/python benchmarks/bench_lm.py                 # CPU, one thread; and CUDA if present
     .venv/bin/python benchmarks/bench_lm.py --repeats 50 --batch 64 256
 
-Model: TinyGPT with 2 layers, 4 heads, width 128, context 16 (0.40 M parameters), the GPT-2 of
-../shared/PEERS.md, on the two-digit addition task (prompts "12+35=" with BOS: 7 tokens).
+Model: TinyGPT with 2 layers, 4 heads, width 128, context 16 (0.40 M parameters), the size of
+the GPT-2 that benchmarks/bench_grpo_step.py races in TRL, on the two-digit addition task
+(prompts "12+35=" with BOS: 7 tokens).
 It times, with the best of ``--repeats`` runs (so that other load disturbs the numbers as little
 as possible):
 
@@ -19,7 +20,7 @@ as possible):
   match reward;
 
 on the CPU with one torch thread, and on CUDA when it is available (rows skipped otherwise).
-TRL's figures from PEERS.md, measured on this kind of machine, are printed beside them.
+TRL's GRPO step is raced side by side by ``make bench-peers`` (benchmarks/bench_grpo_step.py).
 """
 
 from __future__ import annotations
@@ -35,13 +36,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the working tree's rlnotes
 import rlnotes.lm as lm  # noqa: E402
 from rlnotes.lm.sft import sft_loss  # noqa: E402
-
-TRL = {  # ../shared/PEERS.md, "Language models (TRL)"
-    "generate": "HF `generate` 64 x 4 tokens: 28 ms (35 calls/s = 2,290 completions/s); "
-                "a loop without KV cache: 59 ms (17 calls/s)",
-    "sft": "SFTTrainer: 15.2 steps/s (66 ms); plain PyTorch step: 17.5/s (57 ms)",
-    "rl": "GRPOTrainer step (64 completions, <= 4 tokens): 96 ms, 670 completions/s",
-}
 
 
 def best_time(fn, repeats, device):
@@ -132,9 +126,6 @@ def main(argv=None):
     print("| --- | --- | ---: | ---: | ---: |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    print("\nTRL on this kind of machine (PEERS.md):")
-    for v in TRL.values():
-        print(" -", v)
 
 
 if __name__ == "__main__":

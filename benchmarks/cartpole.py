@@ -6,8 +6,9 @@ greedy policy plays 10 episodes on a separate 10-env evaluation env seeded seed 
 return >= 475, the steps to the first of three such evaluations in a row, and the training wall
 time to the first one (model construction included, evaluation excluded), with one torch
 thread. SB3 runs with the RL-Zoo hyperparameters (rl_zoo3 2.9.2, hyperparams/*.yml, CartPole-v1)
-when it is installed (``pip install -r benchmarks/requirements-peers.txt``); rlnotes and SB3
-alternate seed by seed, so that machine load hits both alike.
+when it is installed (``make bench-peers`` makes an environment with it, see benchmarks/peers/);
+rlnotes and SB3 alternate seed by seed, so that machine load hits both alike. The race the book
+reports is ``make bench-peers`` (one process per run); this script is the older in-process form.
 
     .venv/bin/python benchmarks/cartpole.py                       # every trainer, 6 seeds
     .venv/bin/python benchmarks/cartpole.py --algos dqn --seeds 0 1 --no-peers
@@ -53,7 +54,7 @@ def _lin(x):
 
 
 def sb3_model(algo: str, seed: int):
-    """The RL-Zoo CartPole-v1 model of ``algo`` (see ../shared/PEERS.md), or None."""
+    """The RL-Zoo CartPole-v1 model of ``algo`` (rl_zoo3 2.9.2, hyperparams/*.yml), or None."""
     try:
         from stable_baselines3 import A2C, DQN, PPO
         from stable_baselines3.common.env_util import make_vec_env

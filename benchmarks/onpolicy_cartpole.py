@@ -1,6 +1,6 @@
 """rlnotes' PPO and TRPO on CartPole-v1 under the book's benchmark protocol.
 
-Protocol (as ../shared/PEERS.md, where SB3's numbers come from): every 2,048 environment steps
+Protocol (the book's, as in benchmarks/peers/harness.py): every 2,048 environment steps
 the greedy policy plays 10 episodes on a separate 10-env evaluation env seeded seed + 10000
 (``rlnotes.deeprl.Evaluator``); a run stops at the first evaluation whose mean return is >= 475.
 Training time excludes evaluation and includes building the model and the environments.
@@ -10,8 +10,8 @@ Training time excludes evaluation and includes building the model and the enviro
         --set max_kl=0.02
 
 Prints one row per seed and the median [min, max]. The side-by-side race with SB3 is
-``benchmarks/cartpole.py`` (PPO and TRPO are in it); this script is the quick per-algorithm check
-(rlnotes only, SB3's medians quoted from PEERS.md), also used for tuning.
+``make bench-peers`` (benchmarks/peers/); this script is the quick per-algorithm check (rlnotes
+only), also used for tuning.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import numpy as np  # noqa: E402
 
 from rlnotes.deeprl import Evaluator  # noqa: E402
 
-SB3 = {"ppo": (10_240, 1.42), "trpo": (12_288, 1.90)}  # PEERS.md medians: steps, train seconds
 
 
 def race(algo: str, seed: int, budget: int, threshold: float = 475.0, eval_every: int = 2048,
@@ -78,10 +77,9 @@ def main() -> None:
     steps = np.array([np.inf if h is None else h for h, _, _ in rows])
     walls = np.array([w for _, w, _ in rows])
     cpus = np.array([c for _, _, c in rows])
-    ref_steps, ref_s = SB3[args.algo]
-    print(f"median steps {np.median(steps):,.0f} [{steps.min():,.0f}, {steps.max():,.0f}] "
-          f"(SB3 {ref_steps:,}); median train s {np.median(walls):.2f} "
-          f"[{walls.min():.2f}, {walls.max():.2f}] (SB3 {ref_s}, on a quiet machine); median "
+    print(f"median steps {np.median(steps):,.0f} [{steps.min():,.0f}, {steps.max():,.0f}]"
+          f"; median train s {np.median(walls):.2f} "
+          f"[{walls.min():.2f}, {walls.max():.2f}]; median "
           f"train CPU s {np.median(cpus):.2f} [{cpus.min():.2f}, {cpus.max():.2f}]")
 
 

@@ -1,14 +1,13 @@
 """Race rlnotes' policy-gradient trainers (A2C, REINFORCE) on CartPole-v1 under the benchmark
-protocol of the book (PEERS.md): every 2,048 env steps, 10 greedy episodes on a separate 10-env
+protocol of the book (benchmarks/peers/harness.py): every 2,048 env steps, 10 greedy episodes on a separate 10-env
 evaluation env seeded seed + 10000; training time excludes evaluation.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/pg_cartpole.py [--algo a2c] [--seeds 6]
         [--steps 50000] [--set key=value ...]
 
-Prints one row per seed and the median [min, max], as PEERS.md reports SB3's numbers
-(A2C, RL-Zoo settings: 8,192 [6,144, 12,288] steps and 0.50 [0.37, 0.79] s to the first
-evaluation >= 475). When issue 8's benchmarks/cartpole.py is merged, A2C and REINFORCE join it
-there with one line each; this script stays as the policy-gradient chapter's own runner.
+Prints one row per seed and the median [min, max]. The side-by-side race with SB3's A2C is
+``make bench-peers`` (benchmarks/peers/); this script stays as the policy-gradient chapter's own
+runner and tuning tool.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ class AdditionTask:
 
     Every pair (a, b) with a, b in [10^(digits-1), 10^digits) is a prompt; ``n_test`` of them
     (chosen by ``seed``) are held out and never trained on. The reward is 1 for an exact match
-    (the answer's digits, then EOS), else 0. With digits=2 this is the task of the GRPO chapter and
-    of the peers' races (appendix *Peers*): 8,100 pairs, 1,000 held out, 15 tokens.
+    (the answer's digits, then EOS), else 0. With digits=2 this is the task on which
+    ``benchmarks/bench_grpo_step.py`` races TRL: 8,100 pairs, 1,000 held out, 15 tokens.
 
     ``extra_tokens`` > 0 lets a completion run that many tokens past the longest answer before
     it is cut (still rewarded 0 without its EOS): room for wrong answers to run long, for
