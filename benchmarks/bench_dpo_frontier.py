@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import rlnotes.lm as lm
-from rlnotes.lm.frontier import dpo_sweep, ppo_sweep
+from rlnotes.dpo import dpo_sweep, ppo_sweep
 
 DPO_BETAS = [0.03, 0.1, 0.3, 1.0, 3.0]
 PPO_BETAS = [0.01, 0.03, 0.05, 0.1, 0.2, 0.5]

@@ -15,7 +15,7 @@ as possible):
   completions/s and new tokens/s; it first checks that both give the same tokens and that the
   log-probabilities match ``completion_logprobs``;
 - one SFT step (batch 64, forward, backward, AdamW);
-- one PPO iteration of ``rlnotes.lm.train_ppo`` (64 prompts, one completion each, two epochs of
+- one PPO iteration of ``rlnotes.rlhf_ppo.train_ppo`` (64 prompts, one completion each, two epochs of
   one minibatch: generation, reference and old log-probs, critic, two updates), with the exact-
   match reward;
 
@@ -36,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the working tree's rlnotes
 import rlnotes.lm as lm  # noqa: E402
 from rlnotes.lm.sft import sft_loss  # noqa: E402
+from rlnotes.rlhf_ppo import train_ppo  # noqa: E402
 
 
 def best_time(fn, repeats, device):
@@ -98,7 +99,7 @@ def bench_device(device, batches, repeats, rows):
     # PPO iterations: time 1 + n iterations, subtract 1 (setup: copies, optimiser)
     n = max(3, repeats // 4)
     for epochs in (1, 2):
-        run = lambda k: lm.train_ppo(model, task, task.reward, iterations=k, epochs=epochs,  # noqa: E731
+        run = lambda k: train_ppo(model, task, task.reward, iterations=k, epochs=epochs,  # noqa: E731
                                      device=device)
         t1, tn = best_time(lambda: run(1), 2, device), best_time(lambda: run(1 + n), 2, device)
         t = tuple((b - a) / n for a, b in zip(t1, tn))

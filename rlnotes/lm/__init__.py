@@ -41,12 +41,3 @@ __all__ += ["AdditionTask", "PreferenceTask", "CharTokenizer", "sft_loss", "trai
             "kl_penalised_rewards", "token_gae", "whiten", "bon_kl", "bon_kl_exact",
             "best_of_n_curve", "fit_bon_form", "fit_rl_form"]
 
-
-def __getattr__(name):
-    # Compatibility: the RLHF PPO trainer lives with the chapter's code (rlnotes.rlhf_ppo);
-    # chapters written before the move call it as ``rlnotes.lm.train_ppo``. The lab itself never
-    # calls a trainer. Remove once no chapter uses ``lm.train_ppo``.
-    if name == "train_ppo":
-        from rlnotes.rlhf_ppo import train_ppo
-        return train_ppo
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -106,12 +106,3 @@ def best_gold_within(kl, gold, kl_max):
     inside = kl <= kl_max
     return float(gold[inside].max()) if inside.any() else -math.inf
 
-
-def __getattr__(name):
-    # Compatibility: the sweeps train policies, so they live with the chapter's trainers
-    # (rlnotes.dpo); chapters written before the move import them from here. The lab itself
-    # never calls a trainer. Remove once no chapter imports them from rlnotes.lm.frontier.
-    if name in ("dpo_sweep", "ppo_sweep"):
-        import rlnotes.dpo
-        return getattr(rlnotes.dpo, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,26 +18,17 @@ TRAINERS = {f"rlnotes.{m}" for m in
 ALLOWED = {"rlnotes", "rlnotes._validate", "rlnotes._losses", "rlnotes.device",
            "rlnotes.progress", "rlnotes.returns", "rlnotes.kl", "rlnotes.seeding",
            "rlnotes.rlhf"}
-# Compatibility shims (a module-level ``__getattr__``) that forward a name chapters still import
-# from its old home in the lab; they are the only exception, and each must be listed here.
-SHIMS = {("lm/__init__.py", "train_ppo"), ("lm/frontier.py", "dpo_sweep"),
-         ("lm/frontier.py", "ppo_sweep")}
 
 
-def _imports(tree, skip_shims):
-    """(module, line) of every import in ``tree``, in functions too; a module-level
-    ``__getattr__`` is skipped when ``skip_shims``."""
-    nodes = tree.body if skip_shims else [tree]
+def _imports(tree):
+    """(module, line) of every import in ``tree``, in functions too."""
     out = []
-    for top in nodes:
-        if skip_shims and isinstance(top, ast.FunctionDef) and top.name == "__getattr__":
-            continue
-        for node in ast.walk(top):
-            if isinstance(node, ast.Import):
-                out += [(a.name, node.lineno) for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                out.append((node.module, node.lineno))
-                out += [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.module, node.lineno))
+            out += [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
     return out
 
 
@@ -50,7 +41,7 @@ def _lab_files():
 def test_lab_and_machinery_import_no_trainer():
     bad = []
     for path in _lab_files():
-        for module, line in _imports(ast.parse(path.read_text()), skip_shims=True):
+        for module, line in _imports(ast.parse(path.read_text())):
             if not module.startswith("rlnotes"):
                 continue
             inside = any(module == f"rlnotes.{d}" or module.startswith(f"rlnotes.{d}.")
@@ -61,19 +52,12 @@ def test_lab_and_machinery_import_no_trainer():
     assert not bad, "the lab or rlnotes.deeprl imports a chapter module:\n" + "\n".join(bad)
 
 
-def test_the_only_upward_imports_are_the_listed_shims():
-    found = set()
+def test_the_lab_forwards_no_trainer():
+    # A module-level __getattr__ could hand out a trainer without an import at the top.
     for path in _lab_files():
         tree = ast.parse(path.read_text())
-        for top in tree.body:
-            if isinstance(top, ast.FunctionDef) and top.name == "__getattr__":
-                modules = {m for m, _ in _imports(top, skip_shims=False)}
-                assert modules & TRAINERS, f"{path}: a __getattr__ that forwards no trainer"
-                names = {c.value for c in ast.walk(top) if isinstance(c, ast.Constant)
-                         and isinstance(c.value, str) and c.value.isidentifier()}
-                rel = str(path.relative_to(ROOT))
-                found |= {(rel, n) for n in names if (rel, n) in SHIMS}
-    assert found == SHIMS
+        assert not any(isinstance(top, ast.FunctionDef) and top.name == "__getattr__"
+                       for top in tree.body), f"{path}: a module-level __getattr__"
 
 
 def test_importing_the_lab_loads_no_trainer():
@@ -90,21 +74,17 @@ def test_importing_the_lab_loads_no_trainer():
 
 def test_the_import_checker_catches_an_upward_import():
     tree = ast.parse("def f():\n    from rlnotes.dpo import train_dpo\n")
-    assert ("rlnotes.dpo", 2) in _imports(tree, skip_shims=True)
+    assert ("rlnotes.dpo", 2) in _imports(tree)
     shim = ast.parse("def __getattr__(name):\n    import rlnotes.dpo\n")
-    assert _imports(shim, skip_shims=True) == []
-    assert ("rlnotes.dpo", 2) in _imports(shim, skip_shims=False)
+    assert ("rlnotes.dpo", 2) in _imports(shim)
 
 
 def test_moved_names_are_importable_from_their_homes():
     from rlnotes.dpo import dpo_loss, dpo_sweep, ppo_sweep, sequence_logprob, train_dpo
     from rlnotes.grpo import pass_at_1, train_grpo
-    from rlnotes.lm import train_ppo as lm_train_ppo
     from rlnotes.lm.evaluation import pass_at_1 as lab_pass_at_1
-    from rlnotes.lm.frontier import dpo_sweep as old_dpo_sweep
     from rlnotes.rlhf import bradley_terry_loss
     from rlnotes.rlhf_ppo import train_ppo
-    assert pass_at_1 is lab_pass_at_1 and lm_train_ppo is train_ppo
-    assert old_dpo_sweep is dpo_sweep
+    assert pass_at_1 is lab_pass_at_1 and callable(train_ppo)
     assert all(callable(f) for f in (dpo_loss, sequence_logprob, train_dpo, ppo_sweep,
                                      train_grpo, bradley_terry_loss))

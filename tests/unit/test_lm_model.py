@@ -20,7 +20,7 @@ PROMPTS = [[1, 3, 4, 5], [1, 5], [1, 6, 7, 8, 9, 3, 4], [1]]
 
 
 def test_sizes_of_the_peers_model():
-    m = TinyGPT(15, 16)  # PEERS.md: 2 layers, 4 heads, width 128, context 16: 0.40 M parameters
+    m = TinyGPT(15, 16)  # the peers' GRPO race: 2 layers, 4 heads, width 128, context 16: 0.40 M parameters
     assert 0.39e6 < m.num_parameters() < 0.41e6
     logits = m(torch.zeros((3, 16), dtype=torch.long))
     assert logits.shape == (3, 16, 15)

@@ -13,7 +13,7 @@ from rlnotes.lm.tasks import pad_completions
 
 def test_tokenizer_round_trip_and_bad_input():
     tok = lm.CharTokenizer("0123456789+=")
-    assert tok.vocab_size == 15  # PEERS.md: 12 characters, pad, bos, eos
+    assert tok.vocab_size == 15  # the peers' races: 12 characters, pad, bos, eos
     ids = tok.encode("12+35=")
     assert ids[0] == tok.bos_id and tok.decode(ids) == "12+35="
     assert tok.decode(tok.encode("47", bos=False, eos=True) + [5, 6]) == "47"
