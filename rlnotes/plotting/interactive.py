@@ -276,7 +276,10 @@ class KnobFigure:
         alt = html.escape(self.title or self.fig_id, quote=True)
         return (
             # the slider's own number is the setting's index: the caption shows the value
-            f'<style>#{div_id} .vega-bind label > span:last-child {{display: none}}</style>\n'
+            f'<style>#{div_id} .vega-bind label > span:last-child {{display: none}}\n'
+            # wider than the text column (two panels): scaled down to fit, never under the sidebar
+            f'#{div_id} {{overflow-x: auto; max-width: 100%}}\n'
+            f'#{div_id} svg {{max-width: 100%; height: auto}}</style>\n'
             f'<div class="rlnotes-knob-figure" id="{div_id}" data-figure="{self.fig_id}">'
             f'<img class="rlnotes-knob-static" alt="{alt}" style="max-width:100%" '
             f'src="data:image/png;base64,{png}"/></div>\n'
