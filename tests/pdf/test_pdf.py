@@ -104,6 +104,18 @@ def _toc_files() -> list[str]:
     return files
 
 
+def _toc_pages() -> list[str]:
+    """Every page of the book: the chapters and the sections nested under them."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+    def walk(entries):
+        for entry in entries:
+            yield entry["file"]
+            yield from walk(entry.get("sections", []))
+
+    return [toc["root"]] + [f for part in toc.get("parts", []) for f in walk(part.get("chapters", []))]
+
+
 def _markdown_of(stem: str) -> str:
     """The MyST Markdown of a page: a .md file, or the markdown cells of a notebook."""
     path = ROOT / f"{stem}.md"
@@ -203,13 +215,14 @@ class _Images(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         src = dict(attrs).get("src") or ""
-        if tag == "img" and "_images/" in src:
+        knob = "rlnotes-knob-static" in (dict(attrs).get("class") or "")  # a knob figure's PNG
+        if tag == "img" and ("_images/" in src or knob):
             self.srcs.append(src)
 
 
 def _html_figures() -> int:
     count = 0
-    for stem in _toc_files():
+    for stem in _toc_pages():
         page = HTML / f"{stem}.html"
         assert page.is_file(), f"{page.relative_to(ROOT)} not found: run `make book` first"
         parser = _Images()
