@@ -104,6 +104,16 @@ def _require_alpha(alpha) -> float:
     return require_in_range(alpha, "alpha", 0.0, 1.0, low_open=True)
 
 
+def _run_alphas(alpha, num_runs) -> np.ndarray:
+    """One step size per run, checked: a (num_runs,) float64 array, each a valid alpha."""
+    alphas = np.asarray(alpha, dtype=np.float64)
+    if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
+        raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
+    for a in alphas:
+        _require_alpha(float(a))
+    return alphas
+
+
 def _require_epsilon(epsilon) -> float:
     return require_in_range(epsilon, "epsilon", 0.0, 1.0)
 
@@ -988,12 +998,7 @@ def td_control_batch(env, method: str, num_runs: int, num_episodes: int, alpha: 
     N = require_int(num_runs, "num_runs", minimum=1)
     num_episodes = require_int(num_episodes, "num_episodes", minimum=1)
     if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
-        alphas = np.asarray(alpha, dtype=np.float64)
-        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
-            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
-        for a_run in alphas:
-            _require_alpha(float(a_run))
-        alpha = alphas
+        alpha = _run_alphas(alpha, num_runs)
     else:
         alpha = _require_alpha(alpha)
     epsilon0 = _require_epsilon(epsilon)
@@ -1146,11 +1151,7 @@ def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes:
     n = require_int(n, "n", minimum=1)
     alphas = None
     if np.ndim(alpha) == 1:  # one step size per run: a sweep over alpha in a single call
-        alphas = np.asarray(alpha, dtype=np.float64)
-        if alphas.shape != (require_int(num_runs, "num_runs", minimum=1),):
-            raise ValueError(f"alpha must be a float or have shape (num_runs,), got {alphas.shape}")
-        for a in alphas:
-            _require_alpha(float(a))
+        alphas = _run_alphas(alpha, num_runs)
         alpha = float(alphas[0])
     model, policy, N, num_episodes, alpha, gamma, V, rng = _batch_setup(
         env, policy, num_runs, num_episodes, alpha, gamma, V0, seed)
