@@ -1,7 +1,7 @@
 """Run chapters under every floating-point build of ``tools/builds.py`` and record, per chapter and
 build, whether every cell ran, the CPU seconds of the run and the numbers the chapter glues.
 
-    .venv/bin/python benchmarks/chapter_builds.py --run OUT                 # the four deep-RL chapters
+    .venv/bin/python benchmarks/chapter_builds.py --run OUT --cache-root CACHE   # every chapter, cold caches
     .venv/bin/python benchmarks/chapter_builds.py --run OUT --builds default,avx2 --chapters dqn
     .venv/bin/python benchmarks/chapter_builds.py --collect OUT             # -> results/chapter_builds.json
 
@@ -28,9 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tools.builds import BUILDS, PROBE, build_env, parse_builds  # noqa: E402
 
-CHAPTERS = ["dqn", "policy_gradients", "actor_critic", "trpo_ppo"]
-TITLES = {"dqn": "Deep Q-networks", "policy_gradients": "Policy gradients",
-          "actor_critic": "Actor-critic and GAE", "trpo_ppo": "TRPO and PPO"}
+TITLES = {"mdp_dynamic_programming": "MDPs and dynamic programming", "td_learning": "TD learning",
+          "dqn": "Deep Q-networks", "policy_gradients": "Policy gradients",
+          "actor_critic": "Actor-critic and GAE", "trpo_ppo": "TRPO and PPO",
+          "rlhf": "RLHF with PPO", "dpo": "Direct preference optimisation", "grpo": "GRPO",
+          "grpo_variants": "Dr. GRPO, DAPO and process rewards"}
+CHAPTERS = list(TITLES)  # the book's chapters, in its order (the appendices train nothing)
 RECORD_PREFIX = "application/papermill.record/"
 # glued numbers read from a recorded benchmark file, the same under every build: not tabulated
 FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_s2")
@@ -51,12 +54,16 @@ def tag_of(build: str) -> str:
                      env.get("ONEDNN_MAX_CPU_ISA", "none")])
 
 
-def run(out: Path, builds: list[str], chapters: list[str]) -> None:
+def run(out: Path, builds: list[str], chapters: list[str], cache_root: Path | None = None) -> None:
+    """Execute ``chapters`` under ``builds`` into ``out``. With ``cache_root``, every build (the
+    default one too) trains its models into ``cache_root/<build>``: an empty root gives cold caches."""
     out.mkdir(parents=True, exist_ok=True)
     times_path = out / "times.json"
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
     for build in builds:
-        env = build_env(build)
+        env = build_env(build, cache_root=cache_root)
+        if cache_root is not None:
+            env["RLNOTES_CACHE"] = str(cache_root / build)
         for chapter in chapters:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run([str(ROOT / ".venv" / "bin" / "jupyter"), "execute", "--allow-errors",
@@ -133,11 +140,11 @@ def collect(out: Path, note: str = "", dest: Path | None = None) -> Path:
     import torch  # noqa: E402  (only for its version)
     stamp = max(p.stat().st_mtime for p in found.values())
     record = {
-        "benchmark": "benchmarks/chapter_builds.py: the deep-RL chapters under the floating-point builds of tools/builds.py",
+        "benchmark": "benchmarks/chapter_builds.py: the chapters under the floating-point builds of tools/builds.py",
         "date": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {cpu_model}, {os.cpu_count()} cores, torch CPU kernels {capability}",
         "versions": {"python": platform.python_version(), "torch": torch.__version__},
-        "commands": [f".venv/bin/python benchmarks/chapter_builds.py --run OUT",
+        "commands": [f".venv/bin/python benchmarks/chapter_builds.py --run OUT --cache-root CACHE",
                      f".venv/bin/python benchmarks/chapter_builds.py --collect OUT"],
         "summary": "per chapter and build: whether every cell ran (else the failing cells), and the CPU seconds of the run" + (f"; {note}" if note else ""),
         "columns": ["chapter", *builds],
@@ -156,6 +163,8 @@ def main(argv=None) -> int:
     parser.add_argument("--builds", default=",".join(BUILDS))
     parser.add_argument("--chapters", default=",".join(CHAPTERS))
     parser.add_argument("--note", default="", help="a remark recorded with the results")
+    parser.add_argument("--cache-root", type=Path, default=None,
+                        help="model caches CACHE/<build> for every build (an empty folder: cold caches)")
     args = parser.parse_args(argv)
     if not args.run and not args.collect:
         parser.error("give --run OUT, --collect OUT or both")
@@ -168,7 +177,7 @@ def main(argv=None) -> int:
     except ValueError as err:
         parser.error(str(err))
     if args.run:
-        run(args.run, builds, chapters)
+        run(args.run, builds, chapters, args.cache_root)
     if args.collect:
         print("wrote", collect(args.collect, args.note))
     return 0
