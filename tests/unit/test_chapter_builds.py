@@ -1,4 +1,4 @@
-"""benchmarks/chapter_builds.py: the record of the deep-RL chapters under every build."""
+"""benchmarks/chapter_builds.py: the record of the chapters under every build."""
 
 import importlib.util
 import json
@@ -42,7 +42,7 @@ def test_collect_without_notebooks_is_a_value_error(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     ([], "give --run OUT, --collect OUT or both"),
-    (["--collect", "x", "--chapters", "grpo"], "chapters must be among"),
+    (["--collect", "x", "--chapters", "grpo_zero"], "chapters must be among"),
     (["--collect", "x", "--builds", "avx3"], "builds must be among"),
     (["--collect", "x", "--builds", "default,default"], "must not repeat"),
 ])
