@@ -92,9 +92,9 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 
     .. math::
 
-        \Delta_i = \left(\log \pi_\theta(y_w^i|x^i) - \log \pi_{ref}(y_w^i|x^i)\right)
+        h_\theta^i = \left(\log \pi_\theta(y_w^i|x^i) - \log \pi_{ref}(y_w^i|x^i)\right)
                  - \left(\log \pi_\theta(y_l^i|x^i) - \log \pi_{ref}(y_l^i|x^i)\right), \qquad
-        L = -\frac{1}{B} \sum_{i=1}^B \log \sigma(\beta \Delta_i) .
+        L = -\frac{1}{B} \sum_{i=1}^B \log \sigma(\beta h_\theta^i) .
 
     It is the Bradley-Terry loss of the implicit rewards :func:`dpo_implicit_reward` of the
     chosen (``y_w``) and rejected (``y_l``) responses. When the policy equals the reference,
@@ -131,9 +131,9 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
     r"""The IPO loss (Azar et al. 2024) on the same pairs as DPO, to be minimised.
 
-    .. math::  L = \frac{1}{B} \sum_{i=1}^B \left(\Delta_i - \frac{1}{2\beta}\right)^2
+    .. math::  L = \frac{1}{B} \sum_{i=1}^B \left(h_\theta^i - \frac{1}{2\beta}\right)^2
 
-    with Delta_i the log-ratio margin of :func:`dpo_loss` (here beta is IPO's tau). Where DPO's
+    with h_theta^i the log-ratio margin of :func:`dpo_loss` (here beta is IPO's tau). Where DPO's
     loss keeps falling as Delta grows (preferences that are deterministic in the data push margins
     to infinity), IPO's squared loss pulls every margin towards the finite target 1 / (2 beta). With
     unlimited data and a complete policy class its optimum is pi_ref(y|x) exp(p(y > mu | x) / beta)

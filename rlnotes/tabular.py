@@ -1131,12 +1131,13 @@ def n_step_td_prediction_batch(env, policy, n: int, num_runs: int, num_episodes:
                                alpha: float, gamma: float = 1.0, V0=None,
                                seed: int | None = None) -> np.ndarray:
     r"""Online n-step TD prediction (Sutton and Barto, section 7.1) for ``num_runs`` runs at once
-    on the toy-text model of ``env``: at time $\tau + n$ (or when the episode ends),
+    on the toy-text model of ``env``: the state visited at time $t$ is updated at time $t + n$
+    (or when the episode ends),
 
-    $$V(s_\tau) \leftarrow V(s_\tau) + \alpha\,\big[G^{(n)}_\tau - V(s_\tau)\big],$$
+    $$V(s_t) \leftarrow V(s_t) + \alpha\,\big[G^{(n)}_t - V(s_t)\big],$$
 
-    with $G^{(n)}_\tau$ as in :func:`n_step_returns`, bootstrapped from the estimate of
-    $V(s_{\tau+n})$ at the time of the update. ``n = 1`` is TD(0); ``n`` at least the longest
+    with $G^{(n)}_t$ as in :func:`n_step_returns`, bootstrapped from the estimate of
+    $V(s_{t+n})$ at the time of the update. ``n = 1`` is TD(0); ``n`` at least the longest
     episode is every-visit constant-alpha Monte Carlo.
 
     | argument / result | shape |

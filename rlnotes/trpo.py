@@ -219,15 +219,15 @@ def performance_difference(mdp, policy, new_policy, mu0) -> dict:
         \text{(the lemma)}, \qquad
         L_\pi(\pi') = \sum_s \nu^{\pi}(s) \sum_a \pi'(a|s) A^\pi(s, a),
 
-        J(\pi') - J(\pi) \ge L_\pi(\pi') - C \max_s \mathrm{KL}(\pi(\cdot|s) \,\|\,
-        \pi'(\cdot|s)), \qquad C = \frac{4 \xi \gamma}{(1 - \gamma)^2}, \quad
-        \xi = \max_{s, a} |A^\pi(s, a)|
+        J(\pi') - J(\pi) \ge L_\pi(\pi') - C_\text{TRPO} \max_s \mathrm{KL}(\pi(\cdot|s) \,\|\,
+        \pi'(\cdot|s)), \qquad C_\text{TRPO} = \frac{4 A_{\max} \gamma}{(1 - \gamma)^2}, \quad
+        A_{\max} = \max_{s, a} |A^\pi(s, a)|
 
     (Schulman et al. 2015, Theorem 1). ``policy`` and ``new_policy`` are (S, A) probability
     matrices, ``mu0`` an (S,) probability vector. Returns a dict of floats: ``gain``
     (:math:`J(\pi') - J(\pi)`, from two exact policy evaluations), ``lemma`` (the right-hand
-    side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` and ``bound``
-    (:math:`L - C \max \mathrm{KL}`). Normalising :math:`\nu` to a distribution multiplies the
+    side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` (:math:`C_\text{TRPO}`) and ``bound``
+    (:math:`L - C_\text{TRPO} \max \mathrm{KL}`). Normalising :math:`\nu` to a distribution multiplies the
     sums by :math:`1 - \gamma`, which is where the lemma's usual factor :math:`1/(1-\gamma)`
     comes from.
 

@@ -10,7 +10,7 @@ check what the chapter itself shows; they stay available for courses that assign
 
 Each check calls the reader's function on random inputs with fixed seeds, compares with
 rlnotes' own functions (``rlnotes.lm``, ``rlnotes.kl``, ``rlnotes.returns``), and recognises the
-usual mistakes (seed error 11: no gather, ``rewards - values`` for GAE; the score on the padded
+usual mistakes (no gather, ``rewards - values`` for GAE; the score on the padded
 last column; the sign of the penalty; the off-by-one between logits and tokens).
 """
 
@@ -60,8 +60,8 @@ def check_gather_logprobs(my_gather_logprobs):
         want = generation.gather_logprobs(logits, tokens).numpy()
         if got.shape == tuple(logits.shape):
             raise ExerciseFailed(f"The result has shape {got.shape}: one value per vocabulary entry.",
-                                 "Gather the log-probability of the sampled token at each position "
-                                 "(seed error 11): .gather(-1, tokens[..., None]).")
+                                 "Gather the log-probability of the sampled token at each position: "
+                                 ".gather(-1, tokens[..., None]).")
         if _matches(got, np.take_along_axis(logits.numpy(), tokens.numpy()[..., None], -1)[..., 0]):
             raise ExerciseFailed("The result equals the raw logits of the tokens.",
                                  "Normalise first: log_softmax, i.e. subtract logsumexp over the vocabulary.")
@@ -124,7 +124,7 @@ def check_token_gae(my_token_gae):
         adv, ret = (_numpy(x, "adv/ret") for x in out)
         want_adv, want_ret = (x.numpy() for x in lm_ppo.token_gae(rewards, values, mask, lam))
         if adv.shape == want_adv.shape and _matches(adv, ((rewards - values) * mask).numpy()):
-            raise ExerciseFailed("adv equals rewards - values: that is not GAE (seed error 11).",
+            raise ExerciseFailed("adv equals rewards - values: that is not GAE.",
                                  "delta_t = r_t + V(s_{t+1}) - V(s_t), then A_t = delta_t + lam A_{t+1}, "
                                  "backward in t.")
         expect_close(adv, want_adv, "adv",
@@ -275,7 +275,7 @@ def check_truncated_token_gae(my_token_gae):
                 (no_trunc if bool(truncated.any()) else None,
                  "A truncated completion did not end: bootstrap with gamma * last_value after its "
                  "last token."),
-            "adv equals rewards - values: that is not GAE (seed error 11).":
+            "adv equals rewards - values: that is not GAE.":
                 (((rewards - values) * m).numpy(),
                  "delta_t = r_t + gamma V(s_{t+1}) - V(s_t), then A_t = delta_t + gamma lam A_{t+1}."),
             "adv bootstraps every completion from last_value, also those that ended with EOS.":

@@ -93,7 +93,7 @@ def gather_logprobs(logits, tokens):
     returns (B, L)       the log-probability of each sampled token
     ======  ===========  ============================================
 
-    The whole (B, L, V) log-softmax is not what a policy-gradient loss needs: seed error 11
+    The whole (B, L, V) log-softmax is not what a policy-gradient loss needs: a common mistake
     is to use it without this gather.
 
     Defined in: Reinforcement learning from human feedback, section PPO for language models.
@@ -275,8 +275,8 @@ def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, gene
 def generate(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, generator=None):
     r"""Sample a batch of completions: one forward pass of the whole batch per new token.
 
-    .. math::  y_t \sim \mathrm{softmax}(\text{logits}(x, y_{<t}) / \tau), \qquad
-               \text{logp}_t = \log \mathrm{softmax}(\text{logits}(x, y_{<t}) / \tau)_{y_t}
+    .. math::  y_t \sim \mathrm{softmax}(\text{logits}(x, y_{<t}) / \text{temperature}), \qquad
+               \text{logp}_t = \log \mathrm{softmax}(\text{logits}(x, y_{<t}) / \text{temperature})_{y_t}
 
     ==============  ================  =================================================
     argument        shape / type      meaning
@@ -284,7 +284,7 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, ge
     model           TinyGPT           the policy (any module with TinyGPT's forward)
     prompts         list of B lists   token ids; lengths may differ (left-padded inside)
     max_new_tokens  int >= 1          most tokens to sample per prompt
-    temperature     float > 0         tau; the logits are divided by it
+    temperature     float > 0         the logits are divided by it
     eos_id          int or None       sampling stops for a row after this token
     generator       torch.Generator   source of the uniforms (reproducible sampling)
     returns         completions       (B, L) long, right-padded (L <= max_new_tokens;

@@ -86,7 +86,7 @@ def token_gae(rewards, values, mask, lam=0.95, gamma=1.0):
                             the critic's regression target
     ========  ============  ====================================================
 
-    ``rewards - values`` is not this (seed error 11): it ignores every later reward, and with
+    ``rewards - values`` is not this (a common mistake): it ignores every later reward, and with
     the score on the last token only, every earlier token would get no credit for it.
 
     Defined in: Reinforcement learning from human feedback, section PPO for language models.

@@ -115,7 +115,7 @@ def test_q_learning_correct_passes():
 
 
 @pytest.mark.parametrize("wrong,hint", [
-    # seed error 2: Q-learning as an assignment, without a learning rate
+    # a common mistake: Q-learning as an assignment, without a learning rate
     (lambda Q, s, a, r, s2, d, al, g: _set(Q, (s, a), r + g * (1 - d) * Q[s2].max()), NO_ALPHA),
     (lambda Q, s, a, r, s2, d, al, g: _set(Q, (s, a), Q[s, a] + al * (r + g * Q[s2].max() - Q[s, a])), NO_DONE_MASK),
     (lambda Q, s, a, r, s2, d, al, g: _set(Q, (s, a), Q[s, a] - al * (r + g * (1 - d) * Q[s2].max() - Q[s, a])), WRONG_SIGN),

@@ -54,7 +54,7 @@ def test_token_gae_lambda_one_is_reward_to_go_minus_value():
     adv0, _ = lm.token_gae(r, V, mask, lam=0.0)
     nextV = torch.cat([V[:, 1:], torch.zeros_like(V[:, :1])], 1) * torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], 1)
     torch.testing.assert_close(adv0, (r + nextV - V) * mask)
-    # it is not rewards - values (seed error 11)
+    # it is not rewards - values (a common mistake)
     assert not torch.allclose(adv, (r - V) * mask)
 
 
