@@ -11,12 +11,14 @@ from rlnotes._losses import check_like, check_logp, check_mask, clipped_objectiv
 from rlnotes._validate import (require_choice, require_float_tensor, require_in_range, require_int,
                                require_same_shape)
 from rlnotes.deeprl import _onpolicy as op
+from rlnotes.deeprl.normalize import normalize_inputs
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
 from rlnotes.kl import kl_k3
 
-__all__ = ["ppo_clip_loss", "ppo_penalty_loss", "adapt_kl_coef", "ppo", "train"]
+__all__ = ["ppo_clip_loss", "ppo_penalty_loss", "adapt_kl_coef", "value_loss", "ratio_stats",
+           "ppo", "train"]
 
 
 def ppo_clip_loss(logp, old_logp, advantages, clip_eps=0.2, mask=None):
@@ -127,6 +129,104 @@ def adapt_kl_coef(beta: float, kl: float, target_kl: float, *, factor: float = 2
     return beta
 
 
+# --- implementation details: value clipping, ratio statistics ---------------------------------
+
+
+def value_loss(values, old_values, returns, vf_clip=None):
+    r"""The critic's loss, to be minimised: :math:`\frac12 (V_w(s_t) - G^\lambda_t)^2` averaged
+    over the batch, or with ``vf_clip`` = c the clipped form of OpenAI's PPO2 code (not in the
+    PPO paper):
+
+    .. math::
+
+        \tfrac12 \max\big((V_w(s_t) - G^\lambda_t)^2,\;
+        (V_\text{old}(s_t) + \mathrm{clip}(V_w(s_t) - V_\text{old}(s_t), -c, c) - G^\lambda_t)^2\big)
+
+    so that a value that has moved more than c (in the units of the return) from the rollout's
+    value loses its gradient when moving further helps the fit.
+
+    ==========  ============  ======================================================
+    argument    shape         meaning
+    ==========  ============  ======================================================
+    values      (B,) float    V_w(s_t), differentiable
+    old_values  (B,) float    the values when the rollout was collected (constants)
+    returns     (B,) float    the targets G^lambda_t (constants)
+    vf_clip     None or > 0   the clip range c of the value (None: no clipping)
+    returns     () scalar     the mean over the batch
+    ==========  ============  ======================================================
+
+    Defined in: TRPO and PPO, section Implementation details that decide PPO's results.
+    """
+    values = check_logp(values, "values")
+    old_values = check_like(old_values, "old_values", values, "values")
+    returns = check_like(returns, "returns", values, "values")
+    if vf_clip is not None:
+        vf_clip = check_positive(vf_clip, "vf_clip")
+    for x, name in ((values, "values"), (old_values, "old_values"), (returns, "returns")):
+        require_finite_where(x, name, None)
+    return _value_loss(values, old_values, returns, vf_clip)
+
+
+def _value_loss(values, old_values, returns, vf_clip):
+    """:func:`value_loss` without its input checks (the trainer's tensors are known good)."""
+    if vf_clip is None:
+        return 0.5 * (values - returns).pow(2).mean()
+    clipped = old_values + torch.clamp(values - old_values, -vf_clip, vf_clip)
+    return 0.5 * torch.maximum((values - returns).pow(2), (clipped - returns).pow(2)).mean()
+
+
+def _surrogate_loss(logp, old_logp, adv, clip_eps):
+    """Minus the mean clipped surrogate (:func:`ppo_clip_loss` without its checks), or minus the
+    plain surrogate mean(rho_t A_t) when ``clip_eps`` is None (PPO without a clip)."""
+    if clip_eps is None:
+        return -(torch.exp(logp - old_logp) * adv).mean()
+    return -clipped_objective(logp, old_logp, adv, clip_eps, clip_eps, None).mean()
+
+
+@torch.no_grad()
+def ratio_stats(logp, old_logp, advantages, clip_eps):
+    r"""What the ratios :math:`\rho_t = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)` of a
+    batch did in an update (floats):
+
+    - ``max_ratio``, ``min_ratio``: the largest and smallest :math:`\rho_t`;
+    - ``outside_fraction``: the share with :math:`|\rho_t - 1| > \epsilon_\text{clip}` (what
+      SB3 and CleanRL log as the "clip fraction");
+    - ``zero_grad_fraction``: the share whose clipped objective has zero gradient,
+      :math:`\rho_t > 1 + \epsilon_\text{clip}` with :math:`A_t > 0` or
+      :math:`\rho_t < 1 - \epsilon_\text{clip}` with :math:`A_t < 0` (a sample outside the
+      range on the side its advantage disfavours keeps its gradient).
+
+    ==========  ============  ===================================================
+    argument    shape         meaning
+    ==========  ============  ===================================================
+    logp        (B,) float    log pi_theta(a_t|s_t) after the update
+    old_logp    (B,) float    log pi_theta_old(a_t|s_t)
+    advantages  (B,) float    A_t as the loss saw them (normalised, if it was)
+    clip_eps    [0, 1)        epsilon_clip
+    ==========  ============  ===================================================
+
+    Defined in: TRPO and PPO, section Diagnostics and early stopping.
+    """
+    logp = check_logp(logp)
+    old_logp = check_like(old_logp, "old_logp", logp, "logp")
+    adv = check_like(advantages, "advantages", logp, "logp")
+    clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
+    for x, name in ((logp, "logp"), (old_logp, "old_logp"), (adv, "advantages")):
+        require_finite_where(x, name, None)
+    return _ratio_stats(torch.exp(logp - old_logp), adv, clip_eps)
+
+
+def _ratio_stats(ratio, adv, clip_eps):
+    """:func:`ratio_stats` from the ratios, without input checks; ``clip_eps`` None (no clip)
+    gives NaN fractions."""
+    out = {"max_ratio": float(ratio.max()), "min_ratio": float(ratio.min())}
+    if clip_eps is None:
+        return {**out, "outside_fraction": float("nan"), "zero_grad_fraction": float("nan")}
+    high, low = ratio > 1.0 + clip_eps, ratio < 1.0 - clip_eps
+    return {**out, "outside_fraction": float((high | low).float().mean()),
+            "zero_grad_fraction": float(((high & (adv > 0)) | (low & (adv < 0))).float().mean())}
+
+
 # --- the trainer ------------------------------------------------------------------------------
 
 
@@ -145,6 +245,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           max_grad_norm: float | None = 0.5,
           norm_adv: bool = True,
           target_kl: float | None = None,
+          norm_obs: bool = False,
+          vf_clip: float | None = None,
+          log_ratios: bool = False,
           hidden_sizes=(64, 64),
           activation: str = "tanh",
           log_std_init: float = 0.0,
@@ -179,13 +282,22 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - anneal_lr: decay the step size linearly to 0 over total_steps
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
-    - clip_eps: the clip range epsilon_clip in [0, 1)
+    - clip_eps: the clip range epsilon_clip in [0, 1), or None: no clip at all (the plain
+      surrogate mean(rho_t A_t), maximised for n_epochs epochs)
     - vf_coef: weight of the value loss
     - ent_coef: weight of the entropy bonus (>= 0)
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - norm_adv: normalise the advantages of each minibatch to mean 0, std 1
     - target_kl: stop an update's epochs once the k3 estimate of KL(pi_old || pi) over the
       rollout exceeds it (None: never)
+    - norm_obs: normalise the observations by their running mean and variance (clipped to
+      +-10) in front of the actor and the critic (:mod:`rlnotes.deeprl.normalize`); the
+      statistics are updated once per rollout, after its epochs
+    - vf_clip: clip the value's move from the rollout's value to +-vf_clip in the value loss
+      (:func:`value_loss`; None: no clipping)
+    - log_ratios: add to each update's diagnostics :func:`ratio_stats` of the batch after the
+      update (the largest and smallest ratio, the share outside the clip range and the share
+      with zero gradient), with the advantages normalised over the batch when norm_adv
     - hidden_sizes: widths of the hidden layers of the actor and of the critic (separate nets)
     - activation: "tanh" or "relu"
     - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
@@ -208,13 +320,18 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     check_flag(anneal_lr, "anneal_lr")
     gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
     lam = require_in_range(lam, "lam", 0.0, 1.0)
-    clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
+    if clip_eps is not None:
+        clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
     vf_coef = require_in_range(vf_coef, "vf_coef", 0.0, float("inf"))
     ent_coef = require_in_range(ent_coef, "ent_coef", 0.0, float("inf"))
     max_grad_norm = check_max_grad_norm(max_grad_norm)
     check_flag(norm_adv, "norm_adv")
     if target_kl is not None:
         target_kl = check_positive(target_kl, "target_kl")
+    check_flag(norm_obs, "norm_obs")
+    if vf_clip is not None:
+        vf_clip = check_positive(vf_clip, "vf_clip")
+    check_flag(log_ratios, "log_ratios")
     hidden_sizes = check_hidden_sizes(hidden_sizes)
     require_choice(activation, "activation", ("tanh", "relu"))
     log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
@@ -225,6 +342,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
+        obs_norm = normalize_inputs(net) if norm_obs else None
         optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=1e-5, fused=True)
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -242,7 +360,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                     lr=lr if anneal_lr else None, gamma=gamma, lam=lam,
                                     clip_eps=clip_eps, vf_coef=vf_coef, ent_coef=ent_coef,
                                     max_grad_norm=max_grad_norm, norm_adv=norm_adv,
-                                    target_kl=target_kl, rng=rng, generator=generator):
+                                    target_kl=target_kl, rng=rng, generator=generator,
+                                    obs_norm=obs_norm, vf_clip=vf_clip,
+                                    log_ratios=log_ratios):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -255,12 +375,13 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size,
         lr, gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl,
-        rng, generator):
+        rng, generator, obs_norm=None, vf_clip=None, log_ratios=False):
     """PPO-clip's loop, the chapter's pseudocode (the core of :func:`train`): collect a
     rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages
     and the old log-probabilities of its valid transitions, then take the epochs of
     minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``: the step size's schedule (None:
-    constant). Yields ``(steps, stats)`` after each update.
+    constant); ``obs_norm``: a running observation normaliser, updated after the epochs
+    (None: none). Yields ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
@@ -285,14 +406,17 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
                                      clip_eps=clip_eps, vf_coef=vf_coef,
                                      ent_coef=ent_coef, max_grad_norm=max_grad_norm,
                                      norm_adv=norm_adv, target_kl=target_kl,
-                                     kl_k3=kl_k3))
+                                     kl_k3=kl_k3, vf_clip=vf_clip, log_ratios=log_ratios))
             stats["explained_variance"] = op.explained_variance(batch["values"],
                                                                 batch["returns"])
+        if obs_norm is not None and B > 0:
+            obs_norm.update(batch["obs"])  # the statistics move between updates only
         yield steps, stats
 
 
 def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch_size,
-                clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, kl_k3):
+                clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl, kl_k3,
+                vf_clip=None, log_ratios=False):
     """The optimisation phase of one PPO update on a rollout's batch (the dict of
     :func:`rlnotes.deeprl._onpolicy.rollout_advantages`, B transitions).
 
@@ -319,10 +443,10 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
             adv = adv_all[idx]
             if norm_adv and mb > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            # ppo_clip_loss without its input checks (this loop's tensors are known good)
-            pg_loss = -clipped_objective(logp, old_logp[idx], adv, clip_eps, clip_eps,
-                                          None).mean()
-            v_loss = 0.5 * (net.value(obs[idx]) - returns[idx]).pow(2).mean()
+            # ppo_clip_loss and value_loss without their input checks (tensors known good)
+            pg_loss = _surrogate_loss(logp, old_logp[idx], adv, clip_eps)
+            v_loss = _value_loss(net.value(obs[idx]), batch["values"][idx], returns[idx],
+                                 vf_clip)
             loss = pg_loss + vf_coef * v_loss
             if ent_coef > 0:
                 loss = loss - ent_coef * entropy.mean()
@@ -340,8 +464,15 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     with torch.no_grad():
         logp_all, entropy = net.log_prob(obs, actions)
         ratio = torch.exp(logp_all - old_logp)
-        return {"epochs": epochs,
-                "approx_kl": float(kl_k3(old_logp, logp_all).mean()),
-                "clip_fraction": float(((ratio - 1.0).abs() > clip_eps).float().mean()),
-                "entropy": float(entropy.mean()),
-                "pg_loss": float(pg_loss), "v_loss": float(v_loss)}
+        stats = {"epochs": epochs,
+                 "approx_kl": float(kl_k3(old_logp, logp_all).mean()),
+                 "clip_fraction": (float(((ratio - 1.0).abs() > clip_eps).float().mean())
+                                   if clip_eps is not None else float("nan")),
+                 "entropy": float(entropy.mean()),
+                 "pg_loss": float(pg_loss), "v_loss": float(v_loss)}
+        if log_ratios:
+            adv = adv_all
+            if norm_adv and B > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            stats.update(_ratio_stats(ratio, adv, clip_eps))
+        return stats
