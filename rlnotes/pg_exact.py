@@ -3,7 +3,7 @@ Gaussian policy on a quadratic one-step problem.
 
 On a finite MDP, J(theta) = mu0^T V^pi and V^pi solves a linear system, so the exact gradient
 is available twice over: by automatic differentiation through that solve, and by the
-policy-gradient theorem with the exact Q^pi and the discounted state visitation d^pi. Sampled
+policy-gradient theorem with the exact Q^pi and the discounted state visitation nu^pi. Sampled
 estimators (REINFORCE with each Psi_t, GAE) are then measured against it: their bias (mean minus
 truth, in standard errors) and their variance.
 
@@ -97,7 +97,7 @@ def check_policy(mdp: TabularMDP, policy) -> np.ndarray:
 
 
 def discounted_visitation(mdp: TabularMDP, policy, mu0) -> np.ndarray:
-    """d^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. d^T = mu0^T (I - gamma P_pi)^(-1), shape (S,).
+    """nu^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. nu^T = mu0^T (I - gamma P_pi)^(-1), shape (S,).
     Not normalised: it sums to 1 / (1 - gamma) when gamma < 1.
 
     Defined in: Policy gradients, section The policy-gradient theorem.
@@ -153,7 +153,7 @@ def _exact_values(mdp: TabularMDP, pi: np.ndarray):
 def policy_gradient_theorem(mdp: TabularMDP, policy, mu0) -> np.ndarray:
     """The gradient with respect to softmax logits by the policy-gradient theorem,
 
-        dJ/dtheta[s, a] = d^pi(s) pi(a|s) (Q^pi(s, a) - V^pi(s)),
+        dJ/dtheta[s, a] = nu^pi(s) pi(a|s) (Q^pi(s, a) - V^pi(s)),
 
     with exact V^pi, Q^pi and :func:`discounted_visitation`. ``policy`` is the (S, A)
     probability matrix softmax(theta); anything else raises ``ValueError`` naming ``policy``.
@@ -427,7 +427,7 @@ def gaussian_pathwise_estimates(mu, std, reward_grad_fn, num_samples: int, *,
     needs the reward's derivative, which the score function does not. With the same ``seed``,
     the samples a are those of :func:`gaussian_score_estimates` (common random numbers).
 
-    Defined in: Policy gradients, section The pathwise gradient.
+    Defined in: Policy gradients, section The pathwise (reparameterisation) gradient.
     """
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     if mu.ndim != 1 or not np.isfinite(mu).all():
@@ -476,7 +476,7 @@ def short_corridor_value(p_right, gamma: float = 1.0) -> float:
     deterministic policies (p = 0, p = 1) never reach the goal: their value is -inf.
     ``ValueError`` naming ``p_right`` or ``gamma`` outside [0, 1].
 
-    Defined in: Policy gradients, section Why stochastic policies.
+    Defined in: Policy gradients, section Why stochastic policies: the short corridor.
     """
     _, _, V, _, _ = _corridor_solve(p_right, gamma)
     return -np.inf if V is None else float(V[0])
@@ -492,7 +492,7 @@ def short_corridor_gradient(p_right, gamma: float = 1.0) -> float:
     ``ValueError`` naming ``p_right`` or ``gamma`` outside [0, 1], or for a deterministic
     ``p_right`` (0 or 1) with gamma = 1 (its value is -inf).
 
-    Defined in: Policy gradients, section Why stochastic policies.
+    Defined in: Policy gradients, section Why stochastic policies: the short corridor.
     """
     p, gamma, V, Q, visits = _corridor_solve(p_right, gamma)
     if V is None:

@@ -230,3 +230,38 @@ def test_pathwise_rejects_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         px.gaussian_pathwise_estimates(args.pop("mu"), args.pop("std"), args.pop("reward_grad_fn"),
                                        args.pop("num_samples"), **args)
+
+
+def test_gae_is_the_gamma_lambda_discounted_return_of_the_shaped_rewards():
+    # the actor-critic chapter, section GAE as reward shaping: delta_t is r shaped with the
+    # potential V, and GAE(gamma, lambda) is its (gamma lambda)-discounted return, no critic
+    from rlnotes.returns import gae
+    rng = np.random.default_rng(4)
+    r, V = rng.normal(size=(12, 3)), rng.normal(size=(12, 3))
+    d, last = (rng.random((12, 3)) < 0.25).astype(float), rng.normal(size=3)
+    shaped = r + 0.95 * (1 - d) * np.r_[V[1:], last[None]] - V
+    for lam in (0.0, 0.3, 0.9, 1.0):
+        adv, _ = gae(r, V, d, last, 0.95, lam)
+        plain, _ = gae(shaped, np.zeros_like(V), d, np.zeros(3), 0.95 * lam, 1.0)
+        np.testing.assert_allclose(adv, plain, atol=1e-12)
+    # and the potential drops out of the full return: lambda = 1 gives G_t - V(s_t)
+    adv1, ret1 = gae(r, V, d, last, 0.95, 1.0)
+    np.testing.assert_allclose(adv1 + V, ret1)
+
+
+def test_dropping_gamma_t_reverses_the_update_on_the_two_step_example():
+    # the policy-gradients chapter, section REINFORCE and the factor gamma^t
+    from rlnotes.mdp import TabularMDP
+    c, gamma = 1.5, 0.5
+    P = np.zeros((3, 2, 3))
+    P[0, :, 1] = P[1, :, 2] = P[2, :, 2] = 1.0
+    mdp = TabularMDP(P, np.array([[0.0, 1.0], [c, 0.0], [0.0, 0.0]]), gamma)
+    start = np.array([1.0, 0.0, 0.0])
+    for p in (0.2, 0.5, 0.8):
+        th = np.log(p / (1 - p))
+        pi = px.softmax_policy(np.array([[0.0, th]] * 3))
+        per_state = px.policy_gradient_theorem(mdp, pi, start)[:, 1]
+        nu = px.discounted_visitation(mdp, pi, start)
+        true, dropped = per_state.sum(), (per_state * np.array([1.0, 1.0, 0.0]) / nu).sum()
+        assert abs(true - p * (1 - p) * (1 - gamma * c)) < 1e-12 and true > 0
+        assert abs(dropped - p * (1 - p) * (1 - c)) < 1e-12 and dropped < 0
