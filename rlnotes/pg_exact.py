@@ -3,7 +3,7 @@ Gaussian policy on a quadratic one-step problem.
 
 On a finite MDP, J(theta) = mu0^T V^pi and V^pi solves a linear system, so the exact gradient
 is available twice over: by automatic differentiation through that solve, and by the
-policy-gradient theorem with the exact Q^pi and the discounted state visitation d^pi. Sampled
+policy-gradient theorem with the exact Q^pi and the discounted state visitation nu^pi. Sampled
 estimators (REINFORCE with each Psi_t, GAE) are then measured against it: their bias (mean minus
 truth, in standard errors) and their variance.
 
@@ -27,7 +27,8 @@ from rlnotes.returns import discounted_returns, gae
 __all__ = ["softmax_policy", "check_policy", "discounted_visitation", "exact_objective",
            "exact_gradient", "policy_gradient_theorem", "sample_episodes",
            "reinforce_estimates", "PSI_CHOICES", "estimator_stats", "gae_bias_variance",
-           "gaussian_log_prob", "gaussian_score_estimates", "quadratic_gaussian_gradient"]
+           "gaussian_log_prob", "gaussian_score_estimates", "quadratic_gaussian_gradient",
+           "gaussian_pathwise_estimates", "short_corridor_value", "short_corridor_gradient"]
 
 PSI_CHOICES = ("total", "reward_to_go", "baseline", "q", "advantage", "td")
 
@@ -96,7 +97,7 @@ def check_policy(mdp: TabularMDP, policy) -> np.ndarray:
 
 
 def discounted_visitation(mdp: TabularMDP, policy, mu0) -> np.ndarray:
-    """d^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. d^T = mu0^T (I - gamma P_pi)^(-1), shape (S,).
+    """nu^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. nu^T = mu0^T (I - gamma P_pi)^(-1), shape (S,).
     Not normalised: it sums to 1 / (1 - gamma) when gamma < 1.
 
     Defined in: Policy gradients, section The policy-gradient theorem.
@@ -152,7 +153,7 @@ def _exact_values(mdp: TabularMDP, pi: np.ndarray):
 def policy_gradient_theorem(mdp: TabularMDP, policy, mu0) -> np.ndarray:
     """The gradient with respect to softmax logits by the policy-gradient theorem,
 
-        dJ/dtheta[s, a] = d^pi(s) pi(a|s) (Q^pi(s, a) - V^pi(s)),
+        dJ/dtheta[s, a] = nu^pi(s) pi(a|s) (Q^pi(s, a) - V^pi(s)),
 
     with exact V^pi, Q^pi and :func:`discounted_visitation`. ``policy`` is the (S, A)
     probability matrix softmax(theta); anything else raises ``ValueError`` naming ``policy``.
@@ -411,3 +412,90 @@ def quadratic_gaussian_gradient(mu, std, target) -> np.ndarray:
         raise ValueError(f"std must be > 0 (a standard deviation), got {std!r}")
     target = np.broadcast_to(np.asarray(target, dtype=np.float64), mu.shape)
     return np.concatenate([-2 * (mu - target), -2 * std])
+
+
+def gaussian_pathwise_estimates(mu, std, reward_grad_fn, num_samples: int, *,
+                                seed: int = 0) -> np.ndarray:
+    """Pathwise (reparameterisation) estimates of the gradient of E[r(a)], a ~ N(mu,
+    diag(std^2)), with respect to (mu, std): write a = mu + std * z with z ~ N(0, I), so that
+    d a / d mu = 1 and d a / d std = z, and differentiate r through a. One row per sample,
+    shape (M, 2k),
+
+        g = [ grad r(a) ,  grad r(a) * z ].
+
+    ``reward_grad_fn`` maps (M, k) actions to the (M, k) gradients grad_a r(a): the estimator
+    needs the reward's derivative, which the score function does not. With the same ``seed``,
+    the samples a are those of :func:`gaussian_score_estimates` (common random numbers).
+
+    Defined in: Policy gradients, section The pathwise (reparameterisation) gradient.
+    """
+    mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
+    if mu.ndim != 1 or not np.isfinite(mu).all():
+        raise ValueError(f"mu must be a finite (k,) vector, got shape {mu.shape}")
+    std = np.broadcast_to(np.asarray(std, dtype=np.float64), mu.shape)
+    if not np.isfinite(std).all() or (std <= 0).any():
+        raise ValueError(f"std must be > 0 (a standard deviation), got {std!r}")
+    if not callable(reward_grad_fn):
+        raise ValueError(f"reward_grad_fn must be callable, got {reward_grad_fn!r}")
+    M = require_int(num_samples, "num_samples", minimum=1)
+    rng = np.random.default_rng(require_int(seed, "seed", minimum=0))
+    z = rng.standard_normal((M, mu.size))
+    g = np.asarray(reward_grad_fn(mu + std * z), dtype=np.float64)
+    if g.shape != (M, mu.size):
+        raise ValueError(f"reward_grad_fn must return shape ({M}, {mu.size}), got {g.shape}")
+    return np.concatenate([g, g * z], axis=1)
+
+
+# Sutton and Barto's short corridor (Example 13.1): states 0, 1, 2 and the goal 3; reward -1
+# per step; "right" moves right in states 0 and 2 and left in state 1 (the actions are
+# reversed there); "left" in state 0 stays put. The states look the same to the agent, so a
+# policy is one probability p of "right", shared by all three.
+_CORRIDOR_NEXT = np.array([[0, 1], [2, 0], [1, 3]])  # next state for (state, left/right)
+
+
+def _corridor_solve(p_right, gamma):
+    p = require_in_range(p_right, "p_right", 0.0, 1.0)
+    gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
+    P = np.zeros((3, 2, 4))
+    P[np.arange(3)[:, None], np.arange(2)[None, :], _CORRIDOR_NEXT] = 1.0
+    P = P[:, :, :3]                                   # the goal's value is 0: drop it
+    P_pi = (1 - p) * P[:, 0] + p * P[:, 1]
+    system = np.eye(3) - gamma * P_pi
+    if gamma == 1.0 and p in (0.0, 1.0):
+        return p, gamma, None, None, None               # the episode never ends
+    V = np.linalg.solve(system, -np.ones(3))
+    Q = -1.0 + gamma * P @ V                           # (3, 2)
+    visits = np.linalg.solve(system.T, np.eye(3)[0])   # sum_t gamma^t Pr(s_t = s), s_0 = 0
+    return p, gamma, V, Q, visits
+
+
+def short_corridor_value(p_right, gamma: float = 1.0) -> float:
+    """The exact value J(p) = V(s_0) of Sutton and Barto's short corridor (Example 13.1)
+    under the policy that goes right with probability ``p_right`` in every state (the three
+    states look alike), by solving V = r_pi + gamma P_pi V. With gamma = 1 the two
+    deterministic policies (p = 0, p = 1) never reach the goal: their value is -inf.
+    ``ValueError`` naming ``p_right`` or ``gamma`` outside [0, 1].
+
+    Defined in: Policy gradients, section Why stochastic policies: the short corridor.
+    """
+    _, _, V, _, _ = _corridor_solve(p_right, gamma)
+    return -np.inf if V is None else float(V[0])
+
+
+def short_corridor_gradient(p_right, gamma: float = 1.0) -> float:
+    """dJ/dp of :func:`short_corridor_value` by the policy-gradient theorem with one parameter
+    shared by the three look-alike states:
+
+        dJ/dp = sum_s nu(s) sum_a (d pi(a|s) / dp) Q(s, a) = sum_s nu(s) (Q(s, right) - Q(s, left)),
+
+    nu(s) = sum_t gamma^t Pr(s_t = s) (the expected number of visits when gamma = 1).
+    ``ValueError`` naming ``p_right`` or ``gamma`` outside [0, 1], or for a deterministic
+    ``p_right`` (0 or 1) with gamma = 1 (its value is -inf).
+
+    Defined in: Policy gradients, section Why stochastic policies: the short corridor.
+    """
+    p, gamma, V, Q, visits = _corridor_solve(p_right, gamma)
+    if V is None:
+        raise ValueError(f"p_right must be in (0, 1) when gamma = 1 (a deterministic policy "
+                         f"never reaches the goal), got {p_right!r}")
+    return float(visits @ (Q[:, 1] - Q[:, 0]))
