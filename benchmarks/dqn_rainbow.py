@@ -9,7 +9,7 @@ first of three in a row, the mean of the last five evaluations and the training 
 (evaluation excluded). Runs alternate variants within each seed, so that every variant sees
 the same conditions.
 
-    .venv/bin/python benchmarks/dqn_rainbow.py                       # 5 seeds, 50,000 steps
+    .venv/bin/python benchmarks/dqn_rainbow.py                       # 3 seeds, 30,720 steps
     .venv/bin/python benchmarks/dqn_rainbow.py --seeds 200 --budget 8192 --out /tmp/x
 
 Writes ``<out>/dqn_rainbow.json``.
@@ -70,8 +70,8 @@ def run(seed: int, budget: int, hp: dict) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[200, 201, 202, 203, 204])
-    parser.add_argument("--budget", type=int, default=50_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[200, 201, 202])
+    parser.add_argument("--budget", type=int, default=30_720)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

@@ -1,5 +1,5 @@
 """Deep Q-networks (DQN) with the usual improvements as options: double DQN, Huber or MSE loss,
-hard or Polyak target updates, an epsilon schedule.
+hard or Polyak target updates, an epsilon schedule, n-step returns and prioritized replay.
 
 The loop, top to bottom, in :func:`dqn` (the core that :func:`train` calls): act
 epsilon-greedily in N vectorised envs (one forward pass for all of them), store the real
@@ -10,7 +10,8 @@ gradient steps on the TD loss
     a* = argmax_a' Q(s', a')          (double DQN; plain DQN: argmax_a' Q_target(s', a'))
 
 over uniform minibatches (or prioritized ones, ``prioritized=True``; with ``n_step > 1`` the
-transitions are n-step ones and the target bootstraps with gamma^n), moving the target network toward the online one
+transitions are n-step ones and the target bootstraps with gamma^n), moving the target
+network toward the online one
 (``Q_target <- (1 - tau) Q_target + tau Q`` every ``target_update_interval`` gradient steps;
 tau = 1 is a hard copy).
 

@@ -1,9 +1,9 @@
 """Prioritized experience replay (Schaul et al. 2016), proportional variant: transition i is
 drawn with probability P(i) = p_i^xi / sum_k p_k^xi, where its priority p_i is its last
 absolute TD error |delta_i| (plus a small constant, so that no transition is never drawn), and
-its update is weighted by the importance weight (n P(i))^(-zeta), divided by the largest such
-weight in the buffer, to undo the bias of the non-uniform draw (xi, zeta: alpha and beta in
-the paper).
+its update is weighted by the importance weight (|D| P(i))^(-zeta), |D| the number of stored
+transitions, divided by the largest such weight in the buffer, to undo the bias of the
+non-uniform draw (xi, zeta: alpha and beta in the paper).
 
 Defined in: Deep Q-networks, section Rainbow: n-step returns and prioritized replay.
 """
@@ -55,8 +55,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                            importance_exponent: float = 0.4):
         """Draw ``batch_size`` indices with probability P(i) (with replacement); return
         ``(idx, weights, (obs, actions, rewards, next_obs, terminated))`` with ``weights``
-        the (batch_size,) importance weights (n P(i))^(-zeta) / max_k (n P(k))^(-zeta), zeta =
-        ``importance_exponent`` (1 undoes the bias fully; 0 ignores it)."""
+        the (batch_size,) importance weights (|D| P(i))^(-zeta) / max_k (|D| P(k))^(-zeta),
+        zeta = ``importance_exponent`` (1 undoes the bias fully; 0 ignores it)."""
         batch_size = require_int(batch_size, "batch_size", minimum=1)
         zeta = require_in_range(importance_exponent, "importance_exponent", 0.0, 1.0)
         if self.size == 0:
