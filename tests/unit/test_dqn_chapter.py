@@ -79,8 +79,10 @@ def test_ablation_claims(chapter_runs):
         est[name] = np.mean([dqn.start_value_estimate(p, "CartPole-v1", GAMMA, seed=s)
                              for s, (_, p) in zip(ABLATION_SEEDS, runs)], axis=0)
     assert GAMMA == 0.995
-    assert est["no target"][0] > 5 * est["no target"][1] and est["no target"][0] > 180
+    assert est["no target"][0] > 3 * est["no target"][1] and est["no target"][0] > 150
     assert late["no target"] < 0.5 * late["full"]
+    assert est["hard"][0] < est["hard"][1] < est["no target"][0]
+    assert late["hard"] > 0.5 * late["full"]
     assert abs(sum(0.995 ** np.arange(500)) - 183.69) < 0.01
     assert est["full"][0] < est["full"][1] and est["plain"][0] < est["plain"][1]
 
