@@ -1,5 +1,5 @@
 """Deep Q-networks (DQN) with the usual improvements as options: double DQN, Huber or MSE loss,
-hard or Polyak target updates, an epsilon schedule.
+hard or Polyak target updates, an epsilon schedule, n-step returns and prioritized replay.
 
 The loop, top to bottom, in :func:`dqn` (the core that :func:`train` calls): act
 epsilon-greedily in N vectorised envs (one forward pass for all of them), store the real
@@ -9,7 +9,9 @@ gradient steps on the TD loss
     delta = r + gamma (1 - terminated) Q_target(s', a*) - Q(s, a),
     a* = argmax_a' Q(s', a')          (double DQN; plain DQN: argmax_a' Q_target(s', a'))
 
-over uniform minibatches, moving the target network toward the online one
+over uniform minibatches (or prioritized ones, ``prioritized=True``; with ``n_step > 1`` the
+transitions are n-step ones and the target bootstraps with gamma^n), moving the target
+network toward the online one
 (``Q_target <- (1 - tau) Q_target + tau Q`` every ``target_update_interval`` gradient steps;
 tau = 1 is a hard copy).
 
@@ -31,13 +33,15 @@ from rlnotes.deeprl.backprop import (backward_into_grads, flatten_parameters, fo
 from rlnotes.deeprl.buffer import ReplayBuffer
 from rlnotes.deeprl.envs import env_spec, make_vec_env, space_info, step_transitions
 from rlnotes.deeprl.flat_adam import FlatAdam
+from rlnotes.deeprl.nstep import NStepWindow
+from rlnotes.deeprl.replay_prioritized import PrioritizedReplayBuffer
 from rlnotes.deeprl.networks import Standardize, mlp
 from rlnotes.deeprl.training import (check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, Reporter, torch_threads)
 
 __all__ = ["QPolicy", "QNetworks", "dqn", "train", "epsilon_schedule", "td_targets", "dqn_loss", "dqn_loss_grad",
-           "polyak_update", "start_value_estimate"]
+           "polyak_update", "start_value_estimate", "sample_minibatches"]
 
 
 class QPolicy:
@@ -172,6 +176,24 @@ def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber"
     return error * (2.0 / len(error))
 
 
+def sample_minibatches(buffer: ReplayBuffer, n: int, generator=None, zeta: float | None = None):
+    """``n`` transitions from ``buffer``: ``(idx, weights, (s, a, r, s', terminated))``.
+    Uniform when ``zeta`` is None (``idx`` and ``weights`` are None); otherwise drawn by
+    priority from a :class:`PrioritizedReplayBuffer`, with ``weights`` the importance weights
+    for the exponent ``zeta`` (see its ``sample_prioritized``).
+
+    Defined in: Deep Q-networks, section Rainbow: n-step returns and prioritized replay.
+    """
+    if not isinstance(buffer, ReplayBuffer):
+        raise ValueError(f"buffer must be a ReplayBuffer, got {type(buffer).__name__}")
+    if zeta is None:
+        return None, None, buffer.sample(n, generator)
+    if not isinstance(buffer, PrioritizedReplayBuffer):
+        raise ValueError("buffer must be a PrioritizedReplayBuffer when zeta is given, got "
+                         f"{type(buffer).__name__}")
+    return buffer.sample_prioritized(n, generator, importance_exponent=zeta)
+
+
 @torch.no_grad()
 def polyak_update(target_params, params, tau: float) -> None:
     """Move the target network toward the online one, in place:
@@ -215,6 +237,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           max_grad_norm: float | None = None,
           standardize_obs: bool = True,
           obs_clip: float | None = None,
+          n_step: int = 1,
+          prioritized: bool = False,
+          priority_exponent: float = 0.6,
+          importance_exponent: float = 0.4,
           num_threads: int = 1,
           device=None,
           progress: bool = False) -> QPolicy:
@@ -241,11 +267,19 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - epsilon_start, epsilon_end, exploration_steps, epsilon_kind: the epsilon schedule
       (see :func:`epsilon_schedule`), in environment steps
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
-    - standardize_obs: standardise inputs with the mean and std of the first learning_starts
-      steps' observations (fixed afterwards; see rlnotes.deeprl.Standardize)
+    - standardize_obs: standardise inputs with the mean and std of the observations of the
+      steps before the first gradient step (about learning_starts of them, whatever the
+      buffer's size; fixed afterwards; see rlnotes.deeprl.Standardize)
     - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping; a random
       policy's cart position has std ~0.08, so a clip of 10 would hide positions beyond ~0.8,
       far inside the track's edge at 2.4)
+    - n_step: n of the n-step return stored in the buffer (1: one-step DQN; see
+      :class:`rlnotes.deeprl.nstep.NStepWindow`); targets bootstrap with gamma^n_step
+    - prioritized: prioritized replay (proportional, Schaul et al. 2016; see
+      :class:`rlnotes.deeprl.replay_prioritized.PrioritizedReplayBuffer`) instead of uniform
+    - priority_exponent: xi, P(i) proportional to p_i^xi (alpha in the paper)
+    - importance_exponent: zeta at the start (beta in the paper), annealed linearly to 1 by
+      total_steps
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
     - progress: show a progress bar
@@ -281,6 +315,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     exploration_steps = require_int(exploration_steps, "exploration_steps", minimum=1)
     require_choice(epsilon_kind, "epsilon_kind", ("linear", "exponential"))
     max_grad_norm = check_max_grad_norm(max_grad_norm)
+    n_step = require_int(n_step, "n_step", minimum=1)
+    prioritized = check_flag(prioritized, "prioritized")
+    priority_exponent = require_in_range(priority_exponent, "priority_exponent", 0.0, 1.0)
+    importance_exponent = require_in_range(importance_exponent, "importance_exponent", 0.0, 1.0)
     dev = choose_device(device)
 
     envs = make_vec_env(env_id, num_envs)
@@ -305,7 +343,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         q_net = torch.nn.Sequential(Standardize(obs_dim, clip=obs_clip, device=dev),
                                     mlp([obs_dim, *hidden_sizes, n_actions], device=dev))
         nets = QNetworks(q_net, learning_rate)
-        buffer = ReplayBuffer(buffer_size, (obs_dim,), device=dev)
+        buffer = (PrioritizedReplayBuffer(buffer_size, (obs_dim,), device=dev,
+                                          priority_exponent=priority_exponent)
+                  if prioritized else ReplayBuffer(buffer_size, (obs_dim,), device=dev))
+        window = NStepWindow(num_envs, n_step, gamma) if n_step > 1 else None
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
         policy = nets.policy
@@ -318,11 +359,15 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
             frac = min(1.0, steps / total_steps)
             return learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
 
+        def zeta(steps):  # importance exponent, annealed linearly to 1
+            return importance_exponent + (1.0 - importance_exponent) * min(1.0, steps / total_steps)
+
         obs, _ = envs.reset(seed=seed)
         reporter = Reporter(total_steps, callback, policy, progress=bool(progress), desc="DQN")
         try:
             for steps in dqn(envs, obs, nets, buffer, total_steps, epsilon=epsilon, lr=lr,
-                             gamma=gamma, batch_size=batch_size,
+                             gamma=gamma, batch_size=batch_size, window=window,
+                             zeta=zeta if prioritized else None,
                              learning_starts=learning_starts, train_freq=train_freq,
                              gradient_steps=gradient_steps, double=double, loss=loss, tau=tau,
                              target_update_interval=target_update_interval,
@@ -366,22 +411,30 @@ class QNetworks:
 
 def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, epsilon,
         lr, gamma, batch_size, learning_starts, train_freq, gradient_steps, double, loss,
-        tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator):
+        tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator,
+        window=None, zeta=None):
     """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env
     steps taken after each phase of acting then learning. ``epsilon(steps)``,
-    ``lr(steps)``: the schedules.
+    ``lr(steps)``: the schedules. Options: ``window`` (an :class:`NStepWindow`: n-step
+    transitions, bootstrapped with gamma^n) and ``zeta(steps)`` (prioritized replay's
+    importance exponent; None: uniform replay).
 
     Defined in: Deep Q-networks, section DQN on CartPole.
     """
     N, n_actions = envs.num_envs, nets.layers[-1].out_features
     autoreset = np.zeros(N, dtype=bool)
-    steps, updates = 0, 0
+    steps, updates, seen = 0, 0, []
+    discount = gamma ** (window.n if window else 1)  # gamma^n for n-step targets
     while steps < total_steps:
         # act epsilon-greedily, train_freq vector steps (fewer at the budget's end)
         for _ in range(min(train_freq, -(-(total_steps - steps) // N))):
             explore = rng.random(N) < epsilon(steps)
             a = np.where(explore, rng.integers(n_actions, size=N), nets.policy(obs))
+            real = np.flatnonzero(~autoreset)  # the envs whose step is a transition
             obs, batch, autoreset = step_transitions(envs, a, obs, autoreset)
+            if updates == 0:  # the data the input standardisation is fitted to
+                seen.append(batch["obs"])
+            batch = window.push(batch, real) if window else batch  # n-step transitions
             if len(batch["obs"]):  # (s, a, r, s', terminated) of the real transitions
                 buffer.add(batch["obs"], batch["actions"], batch["rewards"],
                            batch["next_obs"], batch["terminated"])
@@ -390,10 +443,11 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
             yield steps
             continue
         if updates == 0 and standardize_obs:  # once, from the data before learning
-            nets.fit_standardizer(buffer.obs[:len(buffer)])
+            nets.fit_standardizer(torch.as_tensor(np.concatenate(seen)).float().to(buffer.device))
         nets.optimizer.lr = lr(steps)
         # All the phase's minibatches in one draw, [s; s'] stacked for one forward pass
-        S, A, R, S2, D = buffer.sample(batch_size * gradient_steps, generator)
+        idx, weights, (S, A, R, S2, D) = sample_minibatches(
+            buffer, batch_size * gradient_steps, generator, zeta(steps) if zeta else None)
         with torch.no_grad():
             S, S2 = nets.q_net[0](S), nets.q_net[0](S2)
             SS2 = torch.cat([S.view(gradient_steps, batch_size, -1),
@@ -407,10 +461,13 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
             with torch.no_grad():
                 q_next_target, _ = forward_keep(nets.target_layers, nets.act, s2)
                 q_next = q_both[batch_size:] if double else q_next_target
-                y = td_targets(r, q_next, q_next_target, d, gamma, double=double)
+                y = td_targets(r, q_next, q_next_target, d, discount, double=double)
                 q_sa = q_s.gather(1, a).squeeze(1)
-                grad_q = torch.zeros_like(q_s).scatter_(  # d loss / d Q(s, .)
-                    1, a, dqn_loss_grad(q_sa, y, loss).unsqueeze(1))
+                g = dqn_loss_grad(q_sa, y, loss)  # d loss / d Q(s, a), per transition
+                if weights is not None:  # prioritized: importance weights, new priorities
+                    g = g * weights[b]
+                    buffer.update_priorities(idx[b], y - q_sa)
+                grad_q = torch.zeros_like(q_s).scatter_(1, a, g.unsqueeze(1))
             backward_into_grads(nets.layers, nets.act, inputs, grad_q)
             if max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(nets.layer_params, max_grad_norm,
