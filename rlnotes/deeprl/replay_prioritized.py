@@ -1,9 +1,9 @@
 """Prioritized experience replay (Schaul et al. 2016), proportional variant: transition i is
-drawn with probability P(i) = p_i^xi / sum_k p_k^xi, where its priority p_i is its last
+drawn with probability P(i) = p_i^e_pri / sum_k p_k^e_pri, where its priority p_i is its last
 absolute TD error |delta_i| (plus a small constant, so that no transition is never drawn), and
-its update is weighted by the importance weight (|D| P(i))^(-zeta), |D| the number of stored
+its update is weighted by the importance weight (|D| P(i))^(-e_IS), |D| the number of stored
 transitions, divided by the largest such weight in the buffer, to undo the bias of the
-non-uniform draw (xi, zeta: alpha and beta in the paper).
+non-uniform draw (e_pri, e_IS: alpha and beta in the paper).
 
 Defined in: Deep Q-networks, section Rainbow: n-step returns and prioritized replay.
 """
@@ -21,7 +21,7 @@ __all__ = ["PrioritizedReplayBuffer"]
 class PrioritizedReplayBuffer(ReplayBuffer):
     """A :class:`ReplayBuffer` that samples in proportion to priorities.
 
-    ``priority_exponent`` is xi (0: uniform; Schaul et al. use 0.6 for this variant). A new
+    ``priority_exponent`` is e_pri (0: uniform; Schaul et al. use 0.6 for this variant). A new
     transition gets the largest priority seen so far, so that it is replayed at least once
     soon. :meth:`sample_prioritized` returns the indices drawn and their importance weights;
     :meth:`update_priorities` sets the priorities of those indices to their new |TD errors|.
@@ -55,17 +55,17 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                            importance_exponent: float = 0.4):
         """Draw ``batch_size`` indices with probability P(i) (with replacement); return
         ``(idx, weights, (obs, actions, rewards, next_obs, terminated))`` with ``weights``
-        the (batch_size,) importance weights (|D| P(i))^(-zeta) / max_k (|D| P(k))^(-zeta),
-        zeta = ``importance_exponent`` (1 undoes the bias fully; 0 ignores it)."""
+        the (batch_size,) importance weights (|D| P(i))^(-e_IS) / max_k (|D| P(k))^(-e_IS),
+        e_IS = ``importance_exponent`` (1 undoes the bias fully; 0 ignores it)."""
         batch_size = require_int(batch_size, "batch_size", minimum=1)
-        zeta = require_in_range(importance_exponent, "importance_exponent", 0.0, 1.0)
+        e_is = require_in_range(importance_exponent, "importance_exponent", 0.0, 1.0)
         if self.size == 0:
             raise ValueError("the buffer is empty: add transitions before sampling")
         p = self.priorities[:self.size] ** self.priority_exponent
         probs = p / p.sum()
         idx = torch.multinomial(probs, batch_size, replacement=True, generator=generator)
         # the largest weight belongs to the least likely transition
-        weights = (probs[idx] / probs.min()) ** (-zeta)
+        weights = (probs[idx] / probs.min()) ** (-e_is)
         rows = self.data[idx]
         return idx, weights, tuple(self._view(rows, name) for name in
                                    ("obs", "actions", "rewards", "next_obs", "terminated"))
