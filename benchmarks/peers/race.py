@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import queue
+import resource
 import subprocess
 import sys
 import threading
@@ -121,6 +122,25 @@ def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
     return sorted(records, key=lambda r: order[(r["library"], r["algo"], r["seed"])])
 
 
+def sweep_overlap(seeds, path: Path = ROOT / "benchmarks" / "results" / "sweeps.json") -> dict:
+    """{trainer: the race seeds its sweeps used} from ``sweeps.json`` (the record of which
+    seeds each sweep behind rlnotes' defaults used); empty when the race's seeds are clean."""
+    if not path.is_file():
+        return {}
+    out: dict = {}
+    for sweep in json.loads(path.read_text())["sweeps"]:
+        common = sorted(set(seeds) & set(sweep["seeds"]))
+        if common:
+            out.setdefault(sweep["trainer"], set()).update(common)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished child processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _f(x):
     return "-" if x is None else f"{x:.2f}"
 
@@ -211,20 +231,25 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     status = 0
     if args.only in (None, "grpo"):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
         rc = race_grpo(args.trl_python, plan["grpo_rounds"], plan["grpo_steps"],
                        out / "peers_grpo_step.json")
-        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s, "
+              f"{_children_cpu() - cpu0:.0f} CPU s)", flush=True)
         status = status or rc
     if args.only in (None, "cartpole"):
         pythons = {"rlnotes": sys.executable}
         if args.sb3_python:
             pythons["sb3"] = args.sb3_python
         prov = provenance(command)
+        prov["sweep_seed_overlap"] = sweep_overlap(seeds)
+        if prov["sweep_seed_overlap"]:
+            print(f"WARNING: seeds used by the sweeps behind the defaults: "
+                  f"{prov['sweep_seed_overlap']} (benchmarks/results/sweeps.json)", flush=True)
         print(f"CartPole race: {len(seeds)} seeds {seeds}, budget {budget:,}, algos "
               f"{args.algos}, {args.jobs} processes at once; load {prov['loadavg_start']}",
               flush=True)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
 
         def partial(records):
             write_json(out / "peers_cartpole.json", cartpole_results(
@@ -236,9 +261,12 @@ def main(argv=None) -> int:
         data = cartpole_results(records, seeds=seeds, budget=budget, n_jobs=args.jobs,
                                 command=command, prov=prov)
         data["provenance"]["race_wall_s"] = time.perf_counter() - t0
+        # CPU seconds of every run's process (user + sys): with the cores, what the race needs
+        # on a quiet machine, whatever the load it met
+        data["provenance"]["race_cpu_s"] = _children_cpu() - cpu0
         write_json(out / "peers_cartpole.json", data)
-        print(f"wrote {out / 'peers_cartpole.json'} ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
+        print(f"wrote {out / 'peers_cartpole.json'} ({time.perf_counter() - t0:.0f} s, "
+              f"{data['provenance']['race_cpu_s']:.0f} CPU s)", flush=True)
         if any("error" in r for r in records):
             status = 1
     sys.path.insert(0, str(HERE))
