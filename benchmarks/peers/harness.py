@@ -199,8 +199,9 @@ def warm_imports() -> None:
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
-def run(library: str, algo: str, seed: int, budget: int) -> dict:
-    """One run in this process, with one torch thread: its record, versions included."""
+def run(library: str, algo: str, seed: int, budget: int, hp: dict | None = None) -> dict:
+    """One run in this process, with one torch thread: its record, versions included.
+    ``hp``: changes to rlnotes' defaults (rlnotes only; recorded in the record)."""
     import torch
 
     if library not in LIBRARIES:
@@ -211,10 +212,16 @@ def run(library: str, algo: str, seed: int, budget: int) -> dict:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if not isinstance(budget, int) or budget < EVAL_EVERY:
         raise ValueError(f"budget must be an int >= {EVAL_EVERY}, got {budget!r}")
+    if hp is not None and (not isinstance(hp, dict) or (hp and library != "rlnotes")):
+        raise ValueError(f"hp must be a dict of rlnotes hyperparameters (rlnotes only), got {hp!r}")
     torch.set_num_threads(1)
     warm_imports()
     torch.manual_seed(seed)
-    rec = (run_rlnotes if library == "rlnotes" else run_sb3)(algo, seed, budget)
+    if library == "rlnotes":
+        rec = run_rlnotes(algo, seed, budget, hp=hp)
+        rec["hp"] = dict(hp or {})
+    else:
+        rec = run_sb3(algo, seed, budget)
     rec["threads"] = torch.get_num_threads()
     rec["versions"] = versions(library)
     rec["process_cpu"] = time.process_time()  # this process's CPU seconds, imports included
@@ -227,8 +234,9 @@ def main(argv=None) -> int:
     parser.add_argument("--algo", choices=ALGOS, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--budget", type=int, default=50_000)
+    parser.add_argument("--hp", default="{}", help="JSON changes to rlnotes' defaults")
     args = parser.parse_args(argv)
-    rec = run(args.library, args.algo, args.seed, args.budget)
+    rec = run(args.library, args.algo, args.seed, args.budget, hp=json.loads(args.hp))
     print(json.dumps(rec), flush=True)
     return 0
 

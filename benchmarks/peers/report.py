@@ -143,7 +143,17 @@ def cartpole_table(data: dict, figures=("first", "three", "s_first", "cpu_first"
             f"{_seed_text(seeds) if seeds else '-'} ({per_side} per side); a run that never reached 475 "
             f"within {budget:,} steps counts as beyond the budget. Steps are exact for a given "
             f"seed; times hold within this run only.")
-    return "\n".join(lines) + note
+    return "\n".join(lines) + note + _changes_note(data)
+
+
+def _changes_note(data: dict) -> str:
+    """A sentence naming rlnotes' hyperparameters that differ from the defaults, if any."""
+    changes = data.get("hyperparameters", {}).get("rlnotes_changes") or {}
+    if not changes:
+        return ""
+    return " rlnotes ran with changes to its defaults: " + "; ".join(
+        f"{ALGO_NAMES.get(a, a)} " + ", ".join(f"`{k}={v!r}`" for k, v in c.items())
+        for a, c in changes.items()) + "."
 
 
 BAR_WALL_RATIO = 0.5
@@ -196,7 +206,7 @@ def bar_table(data: dict) -> str:
                      f"{_num(row['peer_first'], 'steps', budget)} | {row['wall_ratio']:.2f} "
                      f"({row['cpu_ratio']:.2f}) | {row['held']} / {row['peer_held']} of {row['n']} "
                      f"| {verdict} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + ("\n\n" + _changes_note(data).strip() if _changes_note(data) else "")
 
 
 def side_by_side(data: dict) -> str:

@@ -54,6 +54,9 @@ def test_separated_needs_disjoint_intervals():
     (dict(library="rlnotes", algo="sac", seed=0, budget=4096), "algo"),
     (dict(library="rlnotes", algo="ppo", seed=-1, budget=4096), "seed"),
     (dict(library="rlnotes", algo="ppo", seed=0, budget=100), "budget"),
+    (dict(library="sb3", algo="a2c", seed=0, budget=4096, hp={"lam": 0.9}), "hp"),
+    (dict(library="rlnotes", algo="a2c", seed=0, budget=4096, hp=[("lam", 0.9)]), "hp"),
+    (dict(library="rlnotes", algo="a2c", seed=0, budget=4096, hp="lam=0.9"), "hp"),
 ])
 def test_run_rejects_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -175,7 +178,10 @@ def test_bar_table_says_met_or_by_how_much_missed():
     for seed in seeds:  # TRPO: more steps, 0.8 of the time, one seed never holds 3 in a row
         records += [_fake_run("rlnotes", "trpo", seed, 8192, None if seed == 101 else 8192, 4.0),
                     _fake_run("sb3", "trpo", seed, 6144, 6144, 5.0)]
-    data = race.cartpole_results(records, seeds=seeds, budget=20480, n_jobs=2, command="test")
+    data = race.cartpole_results(records, seeds=seeds, budget=20480, n_jobs=2, command="test",
+                                 hp={"a2c": {"lam": 0.9}})
+    assert data["hyperparameters"]["rlnotes_changes"] == {"a2c": {"lam": 0.9}}
+    assert "A2C `lam=0.9`" in report.cartpole_table(data)
     rows = report.bar_rows(data)
     assert rows["a2c"]["wall_ratio"] == pytest.approx(1 / 3) and rows["a2c"]["held"] == 3
     table = report.bar_table(data)
