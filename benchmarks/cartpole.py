@@ -183,6 +183,9 @@ def main(argv=None) -> int:
     if args.merge:
         for path in args.merge:
             records += json.loads(Path(path).read_text())
+        for r in records:  # files written before the one clock call it time_first, SB3 "SB3"
+            r.setdefault("s_first", r.get("time_first"))
+            r["library"] = r["library"].lower()
         args.seeds = sorted({r["seed"] for r in records})
     for i, seed in enumerate([] if args.merge else args.seeds):
         for algo in algos:
