@@ -34,9 +34,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-ENV_ID = "CartPole-v1"
-EVAL_EVERY = 2_048
-THRESHOLD = 475.0
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+import harness  # noqa: E402
+from harness import ENV_ID, EVAL_EVERY, THRESHOLD  # noqa: E402
 
 # rlnotes' trainers: a later chapter adds its algorithm here, one line each.
 RLNOTES = {
@@ -48,134 +48,21 @@ RLNOTES = {
 }
 
 
-def _lin(x):
-    """RL-Zoo's lin_X: decays linearly from X to 0 over training (SB3 passes progress 1 -> 0)."""
-    return lambda progress_remaining: progress_remaining * x
-
-
-def sb3_model(algo: str, seed: int):
-    """The RL-Zoo CartPole-v1 model of ``algo`` (rl_zoo3 2.9.2, hyperparams/*.yml), or None."""
-    try:
-        from stable_baselines3 import A2C, DQN, PPO
-        from stable_baselines3.common.env_util import make_vec_env
-    except ImportError:
-        return None
-    if algo == "dqn":
-        env = make_vec_env(ENV_ID, n_envs=1, seed=seed)
-        return DQN("MlpPolicy", env, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-                   learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256,
-                   gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
-                   policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
-    if algo == "ppo":
-        env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
-        return PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-                   n_epochs=20, ent_coef=0.0, learning_rate=_lin(1e-3), clip_range=_lin(0.2),
-                   seed=seed, device="cpu", verbose=0)
-    if algo == "a2c":
-        env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
-        return A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
-    if algo == "trpo":
-        try:
-            from sb3_contrib import TRPO
-        except ImportError:
-            return None
-        env = make_vec_env(ENV_ID, n_envs=2, seed=seed)
-        return TRPO("MlpPolicy", env, n_steps=512, batch_size=512, cg_damping=1e-3,
-                    gae_lambda=0.98, gamma=0.99, learning_rate=1e-3, n_critic_updates=20,
-                    seed=seed, device="cpu", verbose=0)
-    return None
-
-
-class Protocol:
-    """Evaluates every 2,048 steps and keeps the clock: training time excludes evaluation."""
-
-    def __init__(self, seed: int, budget: int, stop_after_three: bool):
-        from rlnotes.deeprl import Evaluator
-        self.evaluator = Evaluator(ENV_ID, seed)
-        self.budget, self.stop_after_three = budget, stop_after_three
-        self.next_eval = EVAL_EVERY
-        self.evals: list[tuple[int, float]] = []
-        self.eval_time = self.eval_cpu = 0.0
-        self.first = self.three = self.time_first = self.cpu_first = None
-        self.run = 0
-        self.start()
-
-    def start(self) -> None:
-        """Start the clocks (wall and this process's CPU time) at the start of training."""
-        self.t0, self.cpu0 = time.perf_counter(), time.process_time()
-
-    def train_time(self) -> float:
-        return time.perf_counter() - self.t0 - self.eval_time
-
-    def train_cpu(self) -> float:
-        """CPU time of training so far: on a loaded machine, steadier than the wall time."""
-        return time.process_time() - self.cpu0 - self.eval_cpu
-
-    def __call__(self, steps: int, policy) -> bool:
-        """Returns True when training may stop."""
-        stop = False
-        while steps >= self.next_eval and self.next_eval <= self.budget:
-            if self.evals and self.evals[-1][0] == steps:  # one evaluation per step count
-                self.next_eval += EVAL_EVERY
-                continue
-            train_s, train_cpu = self.train_time(), self.train_cpu()
-            t, c = time.perf_counter(), time.process_time()
-            mean = float(np.mean(self.evaluator(policy)))
-            self.eval_time += time.perf_counter() - t
-            self.eval_cpu += time.process_time() - c
-            self.evals.append((int(steps), mean))
-            self.next_eval += EVAL_EVERY
-            if mean >= THRESHOLD:
-                self.run += 1
-                if self.first is None:
-                    self.first, self.time_first, self.cpu_first = int(steps), train_s, train_cpu
-                if self.run == 3 and self.three is None:
-                    self.three = self.evals[-3][0]
-                    stop = self.stop_after_three
-            else:
-                self.run = 0
-        return stop
-
-    def record(self, library: str, algo: str, seed: int, steps: int) -> dict:
-        total, cpu = self.train_time(), self.train_cpu()
-        self.evaluator.close()
-        return dict(library=library, algo=algo, seed=seed, first=self.first, three=self.three,
-                    time_first=self.time_first, cpu_first=self.cpu_first, train_s=total,
-                    train_cpu=cpu, steps=steps,
-                    steps_per_s=steps / total, evals=self.evals)
-
-
 def run_rlnotes(algo: str, seed: int, budget: int, stop_after_three: bool, hp: dict) -> dict:
-    module = importlib.import_module(RLNOTES[algo])
-    protocol = Protocol(seed, budget, stop_after_three)
-    seen = {"steps": 0}
-
-    def callback(steps, policy):
-        seen["steps"] = steps
-        return protocol(steps, policy)
-
-    protocol.start()
-    module.train(ENV_ID, budget, seed=seed, callback=callback, **hp)
-    return protocol.record("rlnotes", algo, seed, seen["steps"])
+    """rlnotes' run under the race's protocol (``peers/harness.py``, the one clock)."""
+    return harness.run_rlnotes(algo, seed, budget, hp=hp, stop_after_three=stop_after_three)
 
 
 def run_sb3(algo: str, seed: int, budget: int, stop_after_three: bool) -> dict | None:
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    protocol = Protocol(seed, budget, stop_after_three)
-    model = sb3_model(algo, seed)  # inside the clock: construction counts as training time
-    if model is None:
+    """SB3's run under the race's protocol, or None when SB3 (or sb3-contrib) is missing."""
+    try:
+        import sb3_contrib  # noqa: F401
+        import stable_baselines3  # noqa: F401
+    except ImportError:
         return None
-
-    def policy(obs):
-        return model.predict(obs, deterministic=True)[0]
-
-    class Every2048(BaseCallback):
-        def _on_step(self) -> bool:
-            return not protocol(self.num_timesteps, policy)
-
-    model.learn(total_timesteps=budget, callback=Every2048())
-    return protocol.record("SB3", algo, seed, int(model.num_timesteps))
+    if algo not in harness.RL_ZOO:
+        return None
+    return harness.run_sb3(algo, seed, budget, stop_after_three=stop_after_three)
 
 
 def available_algos() -> list[str]:
@@ -220,7 +107,7 @@ def table(records: list[dict]) -> str:
         n = len(rs)
         lines.append(f"| {library} {algo.upper()} ({n}) | {_fmt_steps([r['first'] for r in rs], n)} "
                      f"| {_fmt_steps([r['three'] for r in rs], n)} "
-                     f"| {_fmt_time([r['time_first'] for r in rs])} "
+                     f"| {_fmt_time([r['s_first'] for r in rs])} "
                      f"| {_fmt_time([r.get('cpu_first') for r in rs])} "
                      f"| {np.median([r['steps_per_s'] for r in rs]):,.0f} |")
     return "\n".join(lines)
@@ -231,7 +118,7 @@ def per_seed(records: list[dict]) -> str:
              "| train s total | CPU s total |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(records, key=lambda r: (r["algo"], r["library"], r["seed"])):
-        tf = "-" if r["time_first"] is None else f"{r['time_first']:.2f}"
+        tf = "-" if r["s_first"] is None else f"{r['s_first']:.2f}"
         cf = "-" if r.get("cpu_first") is None else f"{r['cpu_first']:.2f}"
         ct = "-" if r.get("train_cpu") is None else f"{r['train_cpu']:.2f}"
         lines.append(f"| {r['library']} {r['algo'].upper()} | {r['seed']} | {r['first'] or '-'} "
@@ -251,7 +138,7 @@ def figure(records: list[dict], budget: int, path: Path) -> None:
     x = np.arange(EVAL_EVERY, budget + 1, EVAL_EVERY)
     for ax, algo in zip(axes[0], algos):
         curves = {}
-        for library in ("rlnotes", "SB3"):
+        for library in ("rlnotes", "sb3"):
             rows = []
             for r in records:
                 if r["algo"] != algo or r["library"] != library:
@@ -289,16 +176,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)
+    harness.warm_imports()  # the race's protocol: imports are not training time
     algos = args.algos or available_algos()
     hp = json.loads(args.hp)
     records = []
     if args.merge:
         for path in args.merge:
             records += json.loads(Path(path).read_text())
+        for r in records:  # files written before the one clock call it time_first, SB3 "SB3"
+            r.setdefault("s_first", r.get("time_first"))
+            r["library"] = r["library"].lower()
         args.seeds = sorted({r["seed"] for r in records})
     for i, seed in enumerate([] if args.merge else args.seeds):
         for algo in algos:
-            order = ["rlnotes", "SB3"] if i % 2 == 0 else ["SB3", "rlnotes"]
+            order = ["rlnotes", "sb3"] if i % 2 == 0 else ["sb3", "rlnotes"]
             for library in order:
                 if library == "rlnotes" and args.only_peers:
                     continue
@@ -312,7 +203,7 @@ def main(argv=None) -> int:
                         continue
                 records.append(rec)
                 print(f"{library:8s} {algo} seed {seed}: first {rec['first']}, three "
-                      f"{rec['three']}, time to first {rec['time_first']} (CPU {rec['cpu_first']}), "
+                      f"{rec['three']}, time to first {rec['s_first']} (CPU {rec['cpu_first']}), "
                       f"{rec['steps_per_s']:,.0f} steps/s", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

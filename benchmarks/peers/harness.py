@@ -5,8 +5,9 @@ separate 10-env evaluation env seeded ``seed + 10000`` (``rlnotes.deeprl.Evaluat
 code for every library); per run we record the steps to the first evaluation with mean return
 >= 475, the steps to the first of three such evaluations in a row (the run stops there, or at
 its budget), the training time to the first one (wall clock and this process's CPU time; model
-and environment construction included, evaluation excluded) and the training steps per second.
-One process per run, one torch thread.
+and environment construction included; evaluation and imports excluded, torch's lazy imports
+too: ``warm_imports``) and the training steps per second. One process per run, one torch
+thread.
 
     python benchmarks/peers/harness.py --library rlnotes --algo ppo --seed 100
     ~/.cache/rlnotes/peers-sb3-2.9.2/bin/python benchmarks/peers/harness.py --library sb3 --algo ppo --seed 100
@@ -78,11 +79,11 @@ def sb3_model(algo: str, seed: int):
 class Protocol:
     """Evaluates every 2,048 steps and keeps the clocks: training time excludes evaluation."""
 
-    def __init__(self, seed: int, budget: int):
+    def __init__(self, seed: int, budget: int, stop_after_three: bool = True):
         from rlnotes.deeprl import Evaluator
 
         self.evaluator = Evaluator(ENV_ID, seed)
-        self.budget = budget
+        self.budget, self.stop_after_three = budget, stop_after_three
         self.next_eval = EVAL_EVERY
         self.evals: list[tuple[int, float]] = []
         self.eval_s = self.eval_cpu = 0.0
@@ -118,7 +119,7 @@ class Protocol:
                     self.first, self.s_first, self.cpu_first = int(steps), train_s, train_cpu
                 if self.run == IN_A_ROW and self.three is None:
                     self.three = self.evals[-IN_A_ROW][0]
-                    stop = True
+                    stop = self.stop_after_three
             else:
                 self.run = 0
         return stop
@@ -133,10 +134,11 @@ class Protocol:
                     steps_per_s=steps / train_s if train_s > 0 else None, evals=self.evals)
 
 
-def run_rlnotes(algo: str, seed: int, budget: int) -> dict:
-    """rlnotes.<algo>.train with its defaults, evaluated by the protocol."""
+def run_rlnotes(algo: str, seed: int, budget: int, *, hp: dict | None = None,
+                stop_after_three: bool = True) -> dict:
+    """rlnotes.<algo>.train with its defaults (changed by ``hp``), evaluated by the protocol."""
     module = importlib.import_module(f"rlnotes.{algo}")
-    protocol = Protocol(seed, budget)
+    protocol = Protocol(seed, budget, stop_after_three)
     seen = {"steps": 0}
 
     def callback(steps, policy):
@@ -144,18 +146,18 @@ def run_rlnotes(algo: str, seed: int, budget: int) -> dict:
         return protocol(steps, policy)
 
     protocol.start()  # construction of model and envs counts as training time
-    module.train(ENV_ID, budget, seed=seed, callback=callback)
+    module.train(ENV_ID, budget, seed=seed, callback=callback, **(hp or {}))
     return protocol.record("rlnotes", algo, seed, seen["steps"])
 
 
-def run_sb3(algo: str, seed: int, budget: int) -> dict:
+def run_sb3(algo: str, seed: int, budget: int, *, stop_after_three: bool = True) -> dict:
     """SB3's (sb3-contrib's for TRPO) ``algo`` with RL-Zoo's settings, evaluated by the protocol."""
     import sb3_contrib  # noqa: F401  (imported before the clock starts, as rlnotes' trainer is)
     import stable_baselines3  # noqa: F401
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env  # noqa: F401
 
-    protocol = Protocol(seed, budget)
+    protocol = Protocol(seed, budget, stop_after_three)
     protocol.start()  # construction of model and envs counts as training time
     model = sb3_model(algo, seed)
 
@@ -188,8 +190,18 @@ def versions(library: str) -> dict:
     return out
 
 
-def run(library: str, algo: str, seed: int, budget: int) -> dict:
-    """One run in this process, with one torch thread: its record, versions included."""
+def warm_imports() -> None:
+    """Import before the clock what torch imports lazily on first use, for both libraries
+    alike: constructing the first optimiser pulls in torch's compiler stack (torch._dynamo,
+    sympy: over a second of CPU), which is import time, not training."""
+    import torch
+
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+
+
+def run(library: str, algo: str, seed: int, budget: int, hp: dict | None = None) -> dict:
+    """One run in this process, with one torch thread: its record, versions included.
+    ``hp``: changes to rlnotes' defaults (rlnotes only; recorded in the record)."""
     import torch
 
     if library not in LIBRARIES:
@@ -200,11 +212,19 @@ def run(library: str, algo: str, seed: int, budget: int) -> dict:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if not isinstance(budget, int) or budget < EVAL_EVERY:
         raise ValueError(f"budget must be an int >= {EVAL_EVERY}, got {budget!r}")
+    if hp is not None and (not isinstance(hp, dict) or (hp and library != "rlnotes")):
+        raise ValueError(f"hp must be a dict of rlnotes hyperparameters (rlnotes only), got {hp!r}")
     torch.set_num_threads(1)
+    warm_imports()
     torch.manual_seed(seed)
-    rec = (run_rlnotes if library == "rlnotes" else run_sb3)(algo, seed, budget)
+    if library == "rlnotes":
+        rec = run_rlnotes(algo, seed, budget, hp=hp)
+        rec["hp"] = dict(hp or {})
+    else:
+        rec = run_sb3(algo, seed, budget)
     rec["threads"] = torch.get_num_threads()
     rec["versions"] = versions(library)
+    rec["process_cpu"] = time.process_time()  # this process's CPU seconds, imports included
     return rec
 
 
@@ -214,8 +234,9 @@ def main(argv=None) -> int:
     parser.add_argument("--algo", choices=ALGOS, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--budget", type=int, default=50_000)
+    parser.add_argument("--hp", default="{}", help="JSON changes to rlnotes' defaults")
     args = parser.parse_args(argv)
-    rec = run(args.library, args.algo, args.seed, args.budget)
+    rec = run(args.library, args.algo, args.seed, args.budget, hp=json.loads(args.hp))
     print(json.dumps(rec), flush=True)
     return 0
 

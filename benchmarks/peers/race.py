@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import queue
+import resource
 import subprocess
 import sys
 import threading
@@ -62,10 +63,14 @@ def jobs_for(algos, seeds, libraries) -> list[tuple[str, str, int]]:
     return out
 
 
-def run_job(python: str, library: str, algo: str, seed: int, budget: int, timeout: float) -> dict:
-    """One run in a fresh process (``harness.py``); its record, or an error record."""
+def run_job(python: str, library: str, algo: str, seed: int, budget: int, timeout: float,
+            hp: dict | None = None) -> dict:
+    """One run in a fresh process (``harness.py``); its record, or an error record. ``hp``:
+    changes to rlnotes' defaults (rlnotes' runs only)."""
     cmd = [python, str(HERE / "harness.py"), "--library", library, "--algo", algo,
            "--seed", str(seed), "--budget", str(budget)]
+    if hp and library == "rlnotes":
+        cmd += ["--hp", json.dumps(hp)]
     # this tree's rlnotes first, whatever the peer's environment holds
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, **THREAD_ENV, "RLNOTES_PROGRESS": "0", "PYTHONPATH": path}
@@ -85,9 +90,10 @@ def run_job(python: str, library: str, algo: str, seed: int, budget: int, timeou
 
 
 def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
-                  timeout: float = 900, log=print, on_record=None) -> list[dict]:
+                  timeout: float = 900, log=print, on_record=None, hp=None) -> list[dict]:
     """Runs every (library, algo, seed) job, ``n_jobs`` processes at a time; their records.
-    ``on_record(records so far)`` is called after each run (to write a partial file)."""
+    ``on_record(records so far)`` is called after each run (to write a partial file); ``hp``
+    maps an algorithm to changes of rlnotes' defaults (none: the defaults)."""
     todo: queue.Queue = queue.Queue()
     for job in jobs_for(algos, seeds, list(pythons)):
         todo.put(job)
@@ -99,7 +105,8 @@ def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
                 library, algo, seed = todo.get_nowait()
             except queue.Empty:
                 return
-            rec = run_job(pythons[library], library, algo, seed, budget, timeout)
+            rec = run_job(pythons[library], library, algo, seed, budget, timeout,
+                          (hp or {}).get(algo))
             rec["loadavg_end"] = list(os.getloadavg())
             with lock:
                 records.append(rec)
@@ -121,6 +128,25 @@ def race_cartpole(pythons: dict, algos, seeds, budget: int, n_jobs: int = 2,
     return sorted(records, key=lambda r: order[(r["library"], r["algo"], r["seed"])])
 
 
+def sweep_overlap(seeds, path: Path = ROOT / "benchmarks" / "results" / "sweeps.json") -> dict:
+    """{trainer: the race seeds its sweeps used} from ``sweeps.json`` (the record of which
+    seeds each sweep behind rlnotes' defaults used); empty when the race's seeds are clean."""
+    if not path.is_file():
+        return {}
+    out: dict = {}
+    for sweep in json.loads(path.read_text())["sweeps"]:
+        common = sorted(set(seeds) & set(sweep["seeds"]))
+        if common:
+            out.setdefault(sweep["trainer"], set()).update(common)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished child processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _f(x):
     return "-" if x is None else f"{x:.2f}"
 
@@ -139,7 +165,7 @@ def summaries(records: list[dict]) -> dict:
 
 
 def cartpole_results(records, *, seeds, budget, n_jobs, command, prov=None,
-                     complete: bool = True) -> dict:
+                     complete: bool = True, hp=None) -> dict:
     """The content of peers_cartpole.json (``complete`` False while the race still runs)."""
     prov = dict(prov or provenance(command))
     prov["loadavg_end"] = list(os.getloadavg())
@@ -155,7 +181,9 @@ def cartpole_results(records, *, seeds, budget, n_jobs, command, prov=None,
                       threads_per_process=1,
                       stop="at the first of three evaluations in a row >= 475, or the budget",
                       timing="training time excludes evaluation, includes building model and envs"),
-        hyperparameters=dict(rlnotes="the trainers' defaults (rlnotes.<algo>.train)",
+        hyperparameters=dict(rlnotes="the trainers' defaults (rlnotes.<algo>.train)"
+                             + (", changed as rlnotes_changes says" if hp else ""),
+                             rlnotes_changes=dict(hp or {}),
                              sb3="RL-Zoo 2.9.2, hyperparams/<algo>.yml, CartPole-v1",
                              rl_zoo=RL_ZOO),
         summary=summaries(records), runs=records,
@@ -195,12 +223,15 @@ def main(argv=None) -> int:
     parser.add_argument("--algos", nargs="*", default=list(RACE_ORDER), choices=ALGOS,
                         help="in race order (default: the quick ones first, DQN last)")
     parser.add_argument("--jobs", type=int, default=2, help="processes at once (one thread each)")
+    parser.add_argument("--hp", default="{}",
+                        help='changes to rlnotes\' defaults, per algorithm: \'{"a2c": {"lam": 0.9}}\'')
     parser.add_argument("--only", choices=("cartpole", "grpo"), default=None)
     parser.add_argument("--out", default=None,
                         help="folder of the results files (default benchmarks/results; the "
                              "quick form writes to _build/peers-quick)")
     args = parser.parse_args(argv)
     plan = dict(QUICK if args.quick else FULL)
+    hp = json.loads(args.hp)
     seeds = args.seeds if args.seeds else plan["seeds"]
     budget = args.budget or plan["budget"]
     out = Path(args.out) if args.out else ROOT / ("_build/peers-quick" if args.quick
@@ -211,34 +242,42 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     status = 0
     if args.only in (None, "grpo"):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
         rc = race_grpo(args.trl_python, plan["grpo_rounds"], plan["grpo_steps"],
                        out / "peers_grpo_step.json")
-        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(f"GRPO step race: exit {rc} ({time.perf_counter() - t0:.0f} s, "
+              f"{_children_cpu() - cpu0:.0f} CPU s)", flush=True)
         status = status or rc
     if args.only in (None, "cartpole"):
         pythons = {"rlnotes": sys.executable}
         if args.sb3_python:
             pythons["sb3"] = args.sb3_python
         prov = provenance(command)
+        prov["sweep_seed_overlap"] = sweep_overlap(seeds)
+        if prov["sweep_seed_overlap"]:
+            print(f"WARNING: seeds used by the sweeps behind the defaults: "
+                  f"{prov['sweep_seed_overlap']} (benchmarks/results/sweeps.json)", flush=True)
         print(f"CartPole race: {len(seeds)} seeds {seeds}, budget {budget:,}, algos "
               f"{args.algos}, {args.jobs} processes at once; load {prov['loadavg_start']}",
               flush=True)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
 
         def partial(records):
             write_json(out / "peers_cartpole.json", cartpole_results(
                 records, seeds=seeds, budget=budget, n_jobs=args.jobs, command=command,
-                prov=prov, complete=False))
+                prov=prov, complete=False, hp=hp))
 
         records = race_cartpole(pythons, args.algos, seeds, budget, args.jobs,
-                                log=lambda s: print(s, flush=True), on_record=partial)
+                                log=lambda s: print(s, flush=True), on_record=partial, hp=hp)
         data = cartpole_results(records, seeds=seeds, budget=budget, n_jobs=args.jobs,
-                                command=command, prov=prov)
+                                command=command, prov=prov, hp=hp)
         data["provenance"]["race_wall_s"] = time.perf_counter() - t0
+        # CPU seconds of every run's process (user + sys): with the cores, what the race needs
+        # on a quiet machine, whatever the load it met
+        data["provenance"]["race_cpu_s"] = _children_cpu() - cpu0
         write_json(out / "peers_cartpole.json", data)
-        print(f"wrote {out / 'peers_cartpole.json'} ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
+        print(f"wrote {out / 'peers_cartpole.json'} ({time.perf_counter() - t0:.0f} s, "
+              f"{data['provenance']['race_cpu_s']:.0f} CPU s)", flush=True)
         if any("error" in r for r in records):
             status = 1
     sys.path.insert(0, str(HERE))

@@ -8,7 +8,11 @@ The book's appendix "Races against Stable-Baselines3 and TRL" calls these functi
   of the steps to the first evaluation >= 475, to three in a row, the training seconds (wall and
   CPU) to the first, and steps/s, with a reading that names a side only where the intervals are
   disjoint;
+- ``bar_table(data)``: per algorithm, the bar of the races (first evaluation >= 475 in no more
+  steps than the peer, in at most half its training time, every seed holding three in a row),
+  met or missed by how much;
 - ``cartpole_per_seed(data)``: every run;
+- ``side_by_side(data)``: every seed, rlnotes' run beside the peer's;
 - ``grpo_table(data)``: the GRPO step race (ms), median [interval] and each round's median;
 - ``render_all(folder)``: all of them for the files found in ``folder``.
 """
@@ -139,7 +143,88 @@ def cartpole_table(data: dict, figures=("first", "three", "s_first", "cpu_first"
             f"{_seed_text(seeds) if seeds else '-'} ({per_side} per side); a run that never reached 475 "
             f"within {budget:,} steps counts as beyond the budget. Steps are exact for a given "
             f"seed; times hold within this run only.")
-    return "\n".join(lines) + note
+    return "\n".join(lines) + note + _changes_note(data)
+
+
+def _changes_note(data: dict) -> str:
+    """A sentence naming rlnotes' hyperparameters that differ from the defaults, if any."""
+    changes = data.get("hyperparameters", {}).get("rlnotes_changes") or {}
+    if not changes:
+        return ""
+    return " rlnotes ran with changes to its defaults: " + "; ".join(
+        f"{ALGO_NAMES.get(a, a)} " + ", ".join(f"`{k}={v!r}`" for k, v in c.items())
+        for a, c in changes.items()) + "."
+
+
+BAR_WALL_RATIO = 0.5
+
+
+def bar_rows(data: dict) -> dict:
+    """{algo: figures of the bar}: the medians of steps to the first evaluation >= 475 (a run
+    that never got there counting as beyond the budget), the ratios rlnotes / peer of the
+    medians of the training seconds to the first (wall and CPU), the seeds that held three
+    evaluations in a row on each side, and whether each part of the bar is met."""
+    out = {}
+    for algo, sides in data["summary"].items():
+        if "rlnotes" not in sides or "sb3" not in sides:
+            continue
+        rl, peer = sides["rlnotes"], sides["sb3"]
+        held = {lib: sum(r["three"] is not None for r in data["runs"]
+                         if r["algo"] == algo and r["library"] == lib and "error" not in r)
+                for lib in ("rlnotes", "sb3")}
+        wall = rl["s_first"]["median"] / peer["s_first"]["median"]
+        cpu = rl["cpu_first"]["median"] / peer["cpu_first"]["median"]
+        steps_ok = rl["first"]["median"] <= peer["first"]["median"]
+        out[algo] = dict(first=rl["first"]["median"], peer_first=peer["first"]["median"],
+                         wall_ratio=wall, cpu_ratio=cpu, held=held["rlnotes"],
+                         peer_held=held["sb3"], n=rl["first"]["n"], steps_ok=steps_ok,
+                         wall_ok=wall <= BAR_WALL_RATIO, held_ok=held["rlnotes"] == rl["first"]["n"])
+    return out
+
+
+def bar_table(data: dict) -> str:
+    """The bar per algorithm: rlnotes reaches the first evaluation >= 475 in no more steps than
+    the peer (medians), in at most half the peer's training time (ratio of the medians, wall
+    clock; CPU beside it), and every seed holds three evaluations in a row."""
+    budget = data["protocol"]["budget"]
+    lines = ["| algorithm | steps to first, rlnotes / peer | wall ratio (CPU ratio) "
+             "| seeds holding 3 in a row, rlnotes / peer | bar |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for algo in ("dqn", "ppo", "a2c", "trpo"):
+        row = bar_rows(data).get(algo)
+        if row is None:
+            continue
+        missed = []
+        if not row["steps_ok"]:
+            missed.append("steps")
+        if not row["wall_ok"]:
+            missed.append(f"wall ratio {row['wall_ratio']:.2f} > {BAR_WALL_RATIO}")
+        if not row["held_ok"]:
+            missed.append(f"{row['n'] - row['held']} seed(s) never held 3 in a row")
+        verdict = "met" if not missed else "missed: " + "; ".join(missed)
+        lines.append(f"| {ALGO_NAMES[algo]} | {_num(row['first'], 'steps', budget)} / "
+                     f"{_num(row['peer_first'], 'steps', budget)} | {row['wall_ratio']:.2f} "
+                     f"({row['cpu_ratio']:.2f}) | {row['held']} / {row['peer_held']} of {row['n']} "
+                     f"| {verdict} |")
+    return "\n".join(lines) + ("\n\n" + _changes_note(data).strip() if _changes_note(data) else "")
+
+
+def side_by_side(data: dict) -> str:
+    """One row per (algorithm, seed): rlnotes' figures beside the peer's."""
+    runs = {(r["algo"], r["library"], r["seed"]): r for r in data["runs"] if "error" not in r}
+    lines = ["| algorithm | seed | first >= 475, rlnotes / peer | 3 in a row, rlnotes / peer "
+             "| train s to first, rlnotes / peer | CPU s to first, rlnotes / peer |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    f = lambda x, d: "-" if x is None else format(x, d)  # noqa: E731
+    for algo in ("dqn", "ppo", "a2c", "trpo"):
+        for seed in sorted({s for a, _, s in runs if a == algo}):
+            a, b = runs.get((algo, "rlnotes", seed)), runs.get((algo, "sb3", seed))
+            cells = []
+            for key, d in (("first", ","), ("three", ","), ("s_first", ".2f"),
+                           ("cpu_first", ".2f")):
+                cells.append(f"{f(a and a[key], d)} / {f(b and b[key], d)}")
+            lines.append(f"| {ALGO_NAMES[algo]} | {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _seed_text(seeds) -> str:
@@ -209,7 +294,7 @@ def render_all(folder) -> str:
     if cart.is_file():
         data = load(cart)
         parts += ["### CartPole-v1: rlnotes against Stable-Baselines3", cartpole_table(data),
-                  provenance_line(data)]
+                  bar_table(data), provenance_line(data)]
     else:
         parts.append(f"(no {cart.name} in {folder})")
     if grpo.is_file():

@@ -35,10 +35,34 @@ gym.register("rlnotes-test/Corridor-v0", entry_point=Corridor, max_episode_steps
 
 # ---------------------------------------------------------------- envs
 def test_cartpole_uses_the_native_vector_env():
+    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+    from rlnotes.deeprl.envs import LeanCartPoleVectorEnv
+
     envs = make_vec_env("CartPole-v1", 8, seed=0)
-    assert type(envs.unwrapped).__name__ == "CartPoleVectorEnv"
-    assert envs.num_envs == 8
+    assert isinstance(envs.unwrapped, CartPoleVectorEnv)
+    assert type(envs.unwrapped) is LeanCartPoleVectorEnv
+    assert envs.num_envs == 8 and envs.max_episode_steps == 500
     envs.close()
+
+
+@pytest.mark.parametrize("num_envs", [1, 8])
+def test_lean_cartpole_steps_as_gymnasium_bit_for_bit(num_envs):
+    """Same observations, rewards, flags and resets as gymnasium's vector CartPole, over
+    thousands of steps with many episode ends (random actions end episodes quickly)."""
+    lean = make_vec_env("CartPole-v1", num_envs, seed=3)
+    ref = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
+    ref.reset(seed=3)
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(2000):
+        action = rng.integers(0, 2, num_envs)
+        got, want = lean.step(action), ref.step(action)
+        for x, y in zip(got[:4], want[:4]):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
+        ends += int(got[2].sum())
+    assert ends > 50
 
 
 def test_make_vec_env_is_seeded():

@@ -54,6 +54,9 @@ def test_separated_needs_disjoint_intervals():
     (dict(library="rlnotes", algo="sac", seed=0, budget=4096), "algo"),
     (dict(library="rlnotes", algo="ppo", seed=-1, budget=4096), "seed"),
     (dict(library="rlnotes", algo="ppo", seed=0, budget=100), "budget"),
+    (dict(library="sb3", algo="a2c", seed=0, budget=4096, hp={"lam": 0.9}), "hp"),
+    (dict(library="rlnotes", algo="a2c", seed=0, budget=4096, hp=[("lam", 0.9)]), "hp"),
+    (dict(library="rlnotes", algo="a2c", seed=0, budget=4096, hp="lam=0.9"), "hp"),
 ])
 def test_run_rejects_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -158,3 +161,51 @@ def test_tables_reject_the_wrong_kind(tiny_race):
         report.grpo_table(data)
     with pytest.raises(ValueError, match="cartpole"):
         report.cartpole_table(dict(data, kind="grpo_step"))
+
+
+def _fake_run(library, algo, seed, first, three, s_first):
+    return dict(library=library, algo=algo, seed=seed, first=first, three=three,
+                s_first=s_first, cpu_first=None if s_first is None else s_first * 0.9,
+                steps_per_s=1000.0, steps=first or 8192, train_s=1.0, train_cpu=1.0, evals=[])
+
+
+def test_bar_table_says_met_or_by_how_much_missed():
+    seeds = [100, 101, 102]
+    records = []
+    for seed in seeds:  # A2C: fewer steps, under half the time, every seed holds 3 in a row
+        records += [_fake_run("rlnotes", "a2c", seed, 4096, 4096, 1.0),
+                    _fake_run("sb3", "a2c", seed, 8192, 8192, 3.0)]
+    for seed in seeds:  # TRPO: more steps, 0.8 of the time, one seed never holds 3 in a row
+        records += [_fake_run("rlnotes", "trpo", seed, 8192, None if seed == 101 else 8192, 4.0),
+                    _fake_run("sb3", "trpo", seed, 6144, 6144, 5.0)]
+    data = race.cartpole_results(records, seeds=seeds, budget=20480, n_jobs=2, command="test",
+                                 hp={"a2c": {"lam": 0.9}})
+    assert data["hyperparameters"]["rlnotes_changes"] == {"a2c": {"lam": 0.9}}
+    assert "A2C `lam=0.9`" in report.cartpole_table(data)
+    rows = report.bar_rows(data)
+    assert rows["a2c"]["wall_ratio"] == pytest.approx(1 / 3) and rows["a2c"]["held"] == 3
+    table = report.bar_table(data)
+    a2c = next(line for line in table.splitlines() if line.startswith("| A2C"))
+    trpo = next(line for line in table.splitlines() if line.startswith("| TRPO"))
+    assert a2c.endswith("| met |") and "4,096 / 8,192" in a2c and "3 / 3 of 3" in a2c
+    assert "missed: steps; wall ratio 0.80 > 0.5; 1 seed(s) never held 3 in a row" in trpo
+    side = report.side_by_side(data)
+    assert "| TRPO | 101 | 8,192 / 6,144 | - / 6,144 | 4.00 / 5.00 | 3.60 / 4.50 |" in side
+
+
+def test_rlnotes_run_takes_hyperparameters_and_may_run_on():
+    """``hp`` reaches the trainer (a bad one raises its ValueError); ``stop_after_three=False``
+    runs to the budget."""
+    with pytest.raises(ValueError, match="num_steps"):
+        harness.run_rlnotes("a2c", 100, 2048, hp={"num_steps": 0})
+    rec = harness.run_rlnotes("a2c", 100, 4096, hp={"num_steps": 16},
+                              stop_after_three=False)
+    assert rec["steps"] >= 4096 and [s for s, _ in rec["evals"]] == [2048, 4096]
+
+
+def test_race_seeds_are_disjoint_from_every_recorded_sweep(tmp_path):
+    assert race.sweep_overlap(race.FULL["seeds"]) == {}
+    assert race.sweep_overlap(race.QUICK["seeds"]) == {}
+    assert race.sweep_overlap([0, 5, 100, 201])["dqn"] == [0, 5]
+    assert race.sweep_overlap([201])["a2c"] == [201]
+    assert race.sweep_overlap([1], tmp_path / "missing.json") == {}
