@@ -176,22 +176,22 @@ def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber"
     return error * (2.0 / len(error))
 
 
-def sample_minibatches(buffer: ReplayBuffer, n: int, generator=None, zeta: float | None = None):
+def sample_minibatches(buffer: ReplayBuffer, n: int, generator=None, e_is: float | None = None):
     """``n`` transitions from ``buffer``: ``(idx, weights, (s, a, r, s', terminated))``.
-    Uniform when ``zeta`` is None (``idx`` and ``weights`` are None); otherwise drawn by
+    Uniform when ``e_is`` is None (``idx`` and ``weights`` are None); otherwise drawn by
     priority from a :class:`PrioritizedReplayBuffer`, with ``weights`` the importance weights
-    for the exponent ``zeta`` (see its ``sample_prioritized``).
+    for the exponent ``e_is`` (see its ``sample_prioritized``).
 
     Defined in: Deep Q-networks, section Rainbow: n-step returns and prioritized replay.
     """
     if not isinstance(buffer, ReplayBuffer):
         raise ValueError(f"buffer must be a ReplayBuffer, got {type(buffer).__name__}")
-    if zeta is None:
+    if e_is is None:
         return None, None, buffer.sample(n, generator)
     if not isinstance(buffer, PrioritizedReplayBuffer):
-        raise ValueError("buffer must be a PrioritizedReplayBuffer when zeta is given, got "
+        raise ValueError("buffer must be a PrioritizedReplayBuffer when e_is is given, got "
                          f"{type(buffer).__name__}")
-    return buffer.sample_prioritized(n, generator, importance_exponent=zeta)
+    return buffer.sample_prioritized(n, generator, importance_exponent=e_is)
 
 
 @torch.no_grad()
@@ -278,7 +278,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - prioritized: prioritized replay (proportional, Schaul et al. 2016; see
       :class:`rlnotes.deeprl.replay_prioritized.PrioritizedReplayBuffer`) instead of uniform
     - priority_exponent: xi, P(i) proportional to p_i^xi (alpha in the paper)
-    - importance_exponent: zeta at the start (beta in the paper), annealed linearly to 1 by
+    - importance_exponent: e_IS at the start (beta in the paper), annealed linearly to 1 by
       total_steps
     - num_threads: torch threads during training (1 is fastest for small networks)
     - device: None = CPU unless RLNOTES_DEVICE is set; "auto" = rlnotes.get_device(); or a name
@@ -359,7 +359,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
             frac = min(1.0, steps / total_steps)
             return learning_rate * (1.0 - (1.0 - lr_final_fraction) * frac)
 
-        def zeta(steps):  # importance exponent, annealed linearly to 1
+        def e_is(steps):  # importance exponent, annealed linearly to 1
             return importance_exponent + (1.0 - importance_exponent) * min(1.0, steps / total_steps)
 
         obs, _ = envs.reset(seed=seed)
@@ -367,7 +367,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         try:
             for steps in dqn(envs, obs, nets, buffer, total_steps, epsilon=epsilon, lr=lr,
                              gamma=gamma, batch_size=batch_size, window=window,
-                             zeta=zeta if prioritized else None,
+                             e_is=e_is if prioritized else None,
                              learning_starts=learning_starts, train_freq=train_freq,
                              gradient_steps=gradient_steps, double=double, loss=loss, tau=tau,
                              target_update_interval=target_update_interval,
@@ -412,11 +412,11 @@ class QNetworks:
 def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, epsilon,
         lr, gamma, batch_size, learning_starts, train_freq, gradient_steps, double, loss,
         tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator,
-        window=None, zeta=None):
+        window=None, e_is=None):
     """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env
     steps taken after each phase of acting then learning. ``epsilon(steps)``,
     ``lr(steps)``: the schedules. Options: ``window`` (an :class:`NStepWindow`: n-step
-    transitions, bootstrapped with gamma^n) and ``zeta(steps)`` (prioritized replay's
+    transitions, bootstrapped with gamma^n) and ``e_is(steps)`` (prioritized replay's
     importance exponent; None: uniform replay).
 
     Defined in: Deep Q-networks, section DQN on CartPole.
@@ -447,7 +447,7 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
         nets.optimizer.lr = lr(steps)
         # All the phase's minibatches in one draw, [s; s'] stacked for one forward pass
         idx, weights, (S, A, R, S2, D) = sample_minibatches(
-            buffer, batch_size * gradient_steps, generator, zeta(steps) if zeta else None)
+            buffer, batch_size * gradient_steps, generator, e_is(steps) if e_is else None)
         with torch.no_grad():
             S, S2 = nets.q_net[0](S), nets.q_net[0](S2)
             SS2 = torch.cat([S.view(gradient_steps, batch_size, -1),

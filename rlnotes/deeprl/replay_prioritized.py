@@ -24,7 +24,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     ``priority_exponent`` is e_pri (0: uniform; Schaul et al. use 0.6 for this variant). A new
     transition gets the largest priority seen so far, so that it is replayed at least once
     soon. :meth:`sample_prioritized` returns the indices drawn and their importance weights;
-    :meth:`update_priorities` sets the priorities of those indices to their new |TD errors|.
+    :meth:`update_priorities` sets the priorities of those indices to the absolute values of their new TD errors.
     Sampling is one ``torch.multinomial`` over the stored priorities, O(capacity) per call
     (the paper's sum tree makes it O(log capacity) per sample; for the buffers of this book
     one vector operation is faster).

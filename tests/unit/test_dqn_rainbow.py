@@ -99,7 +99,7 @@ def test_sampling_is_proportional_to_priority_and_weights_undo_it():
     freq = np.bincount(idx.numpy(), minlength=4) / 40_000
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.01)
     assert torch.equal(obs[:, 0].long(), idx)
-    # zeta = 1: weight 1/P normalised by the largest (index 0): w_i = P(0)/P(i)
+    # e_is = 1: weight 1/P normalised by the largest (index 0): w_i = P(0)/P(i)
     expect = torch.tensor([1.0, 0.5, 1 / 3, 0.25])[idx]
     assert torch.allclose(w, expect, rtol=1e-4)
     # with the exponent 0 the draw is uniform and every weight is 1
@@ -139,14 +139,14 @@ def test_sample_prioritized_rejects_bad_input():
         filled().sample_prioritized(0)
 
 
-@pytest.mark.parametrize("buffer, zeta, n, name", [
+@pytest.mark.parametrize("buffer, e_is, n, name", [
     ("not a buffer", None, 4, "buffer"),
     (ReplayBuffer(8, (1,)), 0.4, 4, "PrioritizedReplayBuffer"),
     (filled(), None, 0, "batch_size"),
 ])
-def test_sample_minibatches_rejects_bad_input(buffer, zeta, n, name):
+def test_sample_minibatches_rejects_bad_input(buffer, e_is, n, name):
     with pytest.raises(ValueError, match=name):
-        dqn.sample_minibatches(buffer, n, None, zeta)
+        dqn.sample_minibatches(buffer, n, None, e_is)
 
 
 def test_sample_minibatches_uniform_and_prioritized():
