@@ -2,6 +2,7 @@
 floating-point builds of tools/builds.py.
 
     .venv/bin/python benchmarks/bench_grpo_beyond.py --builds default,avx2,compatible --seeds 0,1,2
+    .venv/bin/python benchmarks/bench_grpo_beyond.py --builds avx2-mkl512 --merge   # add a build
 
 For each build (a child process under that build's environment and model cache, one at a time)
 and seed, with the chapter's settings:
@@ -120,6 +121,8 @@ def main(argv=None):
     ap.add_argument("--builds", default="default,avx2,compatible")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "grpo_beyond.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="add the builds to the record already in --out (same settings) instead of starting anew")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -147,6 +150,14 @@ def main(argv=None):
                          curve_every=CURVE_EVERY, seeds=seeds),
         "builds": {},
     }
+    if args.merge and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        if old["settings"] != json.loads(json.dumps(record["settings"])):
+            raise SystemExit(f"--merge: the record in {args.out} has other settings")
+        old["builds"] = {b: r for b, r in old["builds"].items() if b not in builds}
+        old.setdefault("commands", [old.pop("command")]).append(record["command"] + " --merge")
+        old["date"] = old["date"] + ", " + record["date"] if record["date"] not in old["date"] else old["date"]
+        record = dict(old, builds=old["builds"])
     for build in builds:
         with tempfile.TemporaryDirectory() as tmp:
             part = Path(tmp) / "part.json"

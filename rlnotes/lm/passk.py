@@ -17,13 +17,13 @@ from rlnotes.lm.generation import decode
 __all__ = ["pass_at_k", "correct_counts", "pass_at_k_curve"]
 
 
-def pass_at_k(n, c, k):
+def pass_at_k(n, m, k):
     r"""The unbiased estimator of pass@k of Chen et al. (2021), averaged over prompts:
-    :math:`\mathrm{pass@}k = \mathbb{E}_x\left[1 - \binom{n - c_x}{k} \big/ \binom{n}{k}\right]`,
-    where ``n`` completions of each prompt were sampled and ``c`` (an int or an array, one entry a
+    :math:`\mathrm{pass@}k = \mathbb{E}_x\left[1 - \binom{n - m_x}{k} \big/ \binom{n}{k}\right]`,
+    where ``n`` completions of each prompt were sampled and ``m`` (an int or an array, one entry a
     prompt) of them were right. It is the probability that a set of k completions drawn without
     replacement from the n holds a right one; its expectation is the pass@k of the policy.
-    Computed as a product, :math:`1 - \prod_{j=n-c+1}^{n} (1 - k/j)`, which never forms a large
+    Computed as a product, :math:`1 - \prod_{j=n-m+1}^{n} (1 - k/j)`, which never forms a large
     binomial coefficient. Returns a float.
 
     Defined in: GRPO, section What sharpening is.
@@ -32,16 +32,16 @@ def pass_at_k(n, c, k):
     k = require_int(k, "k", minimum=1)
     if k > n:
         raise ValueError(f"k must be at most n = {n} (the samples drawn per prompt), got {k}")
-    c = np.asarray(c)
-    if c.size == 0 or not np.issubdtype(c.dtype, np.integer) or c.ndim > 1:
-        raise ValueError(f"c must be an int or a 1-D array of ints (right samples per prompt), got {c!r}")
-    c = c.reshape(-1).astype(np.int64)
-    if (c < 0).any() or (c > n).any():
-        raise ValueError(f"c must lie in 0..n = {n}, got values from {c.min()} to {c.max()}")
-    out = np.ones(len(c))
-    for i, ci in enumerate(c.tolist()):
-        if n - ci >= k:  # else every k-subset holds a right one
-            out[i] = 1.0 - float(np.prod(1.0 - k / np.arange(n - ci + 1, n + 1)))
+    m = np.asarray(m)
+    if m.size == 0 or not np.issubdtype(m.dtype, np.integer) or m.ndim > 1:
+        raise ValueError(f"m must be an int or a 1-D array of ints (right samples per prompt), got {m!r}")
+    m = m.reshape(-1).astype(np.int64)
+    if (m < 0).any() or (m > n).any():
+        raise ValueError(f"m must lie in 0..n = {n}, got values from {m.min()} to {m.max()}")
+    out = np.ones(len(m))
+    for i, m_x in enumerate(m.tolist()):
+        if n - m_x >= k:  # else every k-subset holds a right one
+            out[i] = 1.0 - float(np.prod(1.0 - k / np.arange(n - m_x + 1, n + 1)))
     return float(out.mean())
 
 
