@@ -155,7 +155,9 @@ def main(argv=None):
         if old["settings"] != json.loads(json.dumps(record["settings"])):
             raise SystemExit(f"--merge: the record in {args.out} has other settings")
         old["builds"] = {b: r for b, r in old["builds"].items() if b not in builds}
-        old.setdefault("commands", [old.pop("command")]).append(record["command"] + " --merge")
+        commands = old.pop("commands", None) or [old.pop("command")]
+        old["commands"] = commands + [record["command"] + " --merge"]
+        old.pop("command", None)
         old["date"] = old["date"] + ", " + record["date"] if record["date"] not in old["date"] else old["date"]
         record = dict(old, builds=old["builds"])
     for build in builds:
