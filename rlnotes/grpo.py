@@ -29,13 +29,14 @@ from rlnotes._validate import (
 )
 from rlnotes._losses import check_like, check_logp, check_mask, clipped_objective, k3, require_finite_where
 from rlnotes.lm.evaluation import pass_at_1
+from rlnotes.lm.passk import pass_at_k
 from rlnotes.lm.generation import decode
 from rlnotes.progress import progress
 
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
            "rloo_advantages", "process_advantages", "train_grpo", "grpo_sample", "grpo_update",
            "grpo_step_metrics",
-           "group_forward", "pass_at_1"]
+           "group_forward", "pass_at_1", "pass_at_k", "clip_fraction"]
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -310,6 +311,37 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     if loss_type in ("dapo", "bnpo"):
         return per_token.sum() / tokens_per_row.sum().to(logp.dtype)
     return per_token.sum() / (B * (T if max_tokens is None else max_tokens))
+
+
+def clip_fraction(logp, old_logp, advantages, mask, *, eps_low=0.2, eps_high=None):
+    r"""The share of the selected tokens whose clip is *active*, so that their gradient is 0:
+    :math:`\rho_t > 1 + \epsilon_\text{high}` with :math:`\hat A > 0`, or
+    :math:`\rho_t < 1 - \epsilon_\text{low}` with :math:`\hat A < 0`, where
+    :math:`\rho_t = \pi_\theta / \pi_{\theta_\text{old}}` (TRL logs the same counts as
+    ``clip_ratio/high_mean`` and ``clip_ratio/low_mean``). At the first gradient step on a
+    batch :math:`\rho_t = 1` and it is 0. Arguments as :func:`grpo_loss`'s (``advantages`` (B,)
+    or (B, T)); returns a float.
+
+    Defined in: GRPO, section When the clip acts.
+    """
+    logp = require_float_tensor(logp, "logp")
+    require_ndim(logp, "logp", 2)
+    logp = logp.detach()
+    old_logp = check_like(old_logp, "old_logp", logp, "logp")
+    mask = check_mask(mask, logp)
+    if not bool(mask.any()):
+        raise ValueError("mask must select at least one token")
+    eps_low = require_in_range(eps_low, "eps_low", 0.0, 1.0, high_open=True)
+    eps_high = eps_low if eps_high is None else require_in_range(eps_high, "eps_high", 0.0, float("inf"))
+    adv = require_float_tensor(advantages, "advantages").detach()
+    if adv.ndim == 1 and adv.shape[0] == logp.shape[0]:
+        adv = adv[:, None].expand_as(logp)
+    elif adv.shape != logp.shape:
+        raise ValueError(f"advantages must have shape ({logp.shape[0]},) or {tuple(logp.shape)}, "
+                         f"got {tuple(adv.shape)}")
+    ratio = torch.exp(torch.where(mask, logp - old_logp, torch.zeros_like(logp)))
+    active = ((ratio > 1 + eps_high) & (adv > 0)) | ((ratio < 1 - eps_low) & (adv < 0))
+    return float((active & mask).sum()) / float(mask.sum())
 
 
 def rloo_advantages(rewards, group_size):
