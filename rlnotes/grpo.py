@@ -195,7 +195,7 @@ def overlong_penalty(lengths, max_len, cache_len):
 
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_high=None,
-              beta=0.0, loss_type="grpo", max_tokens=None):
+              beta=0.0, loss_type="grpo", max_tokens=None, ratio_level="token"):
     r"""The GRPO policy loss and its Dr. GRPO and DAPO variants, to be minimised.
 
     Per token t of completion i, with ``r_{i,t}(theta) = exp(logp - old_logp)``:
@@ -224,6 +224,13 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     ``eps_high > eps_low``) lets the ratio of a token with a positive advantage rise to
     ``1 + eps_high`` before its gradient stops, so low-probability tokens can grow further.
 
+    ``ratio_level="sequence"`` is GSPO (Zheng et al. 2025; TRL's
+    ``importance_sampling_level="sequence"``): every token of completion i uses one ratio, the
+    geometric mean of its token ratios, ``s_i = exp((1/|o_i|) sum_t (logp - old_logp))``, in
+    place of ``r_{i,t}``, so the clip keeps or drops whole completions. It needs one advantage
+    per completion (shape (B,)). Equal to the token level on the first gradient step of a batch
+    (every ratio is 1 there).
+
     ===========  =====================  ==================================================
     argument     shape                  meaning
     ===========  =====================  ==================================================
@@ -242,6 +249,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     loss_type    str                    "grpo", "dapo" (= "bnpo") or "dr_grpo"
     max_tokens   int >= 1 or None       dr_grpo's constant (the generation budget);
                                         None means T; ignored by the other loss types
+    ratio_level  str                    "token" (GRPO, PPO) or "sequence" (GSPO)
     returns      () scalar              the loss
     ===========  =====================  ==================================================
 
@@ -253,7 +261,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     ``"dr_grpo"`` accepts an all-zero mask (loss 0). With ``beta == 0`` the KL term is skipped
     entirely (ref_logp is not read).
 
-    Defined in: GRPO, section The GRPO loss and its variants.
+    Defined in: GRPO, section The GRPO loss and its variants (``ratio_level``: Dr. GRPO, DAPO and
+    process supervision, section RLOO and GSPO).
     """
     logp = check_logp(logp)
     require_ndim(logp, "logp", 2)
@@ -275,6 +284,10 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     loss_type = require_choice(loss_type, "loss_type", LOSS_TYPES)
     if max_tokens is not None:
         max_tokens = require_int(max_tokens, "max_tokens", minimum=1)
+    ratio_level = require_choice(ratio_level, "ratio_level", ("token", "sequence"))
+    if ratio_level == "sequence" and adv.ndim == 2:
+        raise ValueError(f"advantages must have shape ({B},) with ratio_level='sequence' (GSPO's ratio "
+                         f"is one per completion), got {tuple(advantages.shape)}")
     if beta > 0:
         if ref_logp is None:
             raise ValueError("ref_logp must be given when beta > 0 (the KL penalty needs pi_ref)")
@@ -298,7 +311,13 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 
     adv_tokens = adv if adv.ndim == 2 else adv[:, None].expand(B, T)
-    per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
+    if ratio_level == "sequence":  # GSPO: one ratio per completion, the geometric mean of its tokens'
+        log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
+        log_s = log_ratio.sum(dim=1, keepdim=True) / tokens_per_row.clamp(min=1).to(logp.dtype)[:, None]
+        per_token = -clipped_objective(log_s.expand(B, T), torch.zeros_like(logp), adv_tokens, eps_low,
+                                       eps_high, mask)
+    else:
+        per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
     if beta > 0:
         require_finite_where(ref_logp, "ref_logp", mask)
         zero = torch.zeros_like(logp)

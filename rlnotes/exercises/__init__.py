@@ -14,6 +14,7 @@ from rlnotes.exercises.dqn import (check_dqn_targets, check_n_step_dqn_targets,
                                    check_polyak_update, check_target_update)
 from rlnotes.exercises.grpo import (check_group_advantages, check_group_advantages_by_id,
                                     check_grpo_aggregate, check_micro_batch_losses)
+from rlnotes.exercises.grpo_variants import check_accuracy_filter, check_overlong_advantages
 from rlnotes.exercises.mdp import (check_in_place_evaluation, check_modified_policy_iteration,
                                    check_policy_evaluation, check_q_values, check_value_iteration)
 from rlnotes.exercises.pg import (check_linear_softmax_reinforce, check_reward_to_go)
@@ -52,5 +53,5 @@ __all__ = [
     "check_entropy_regularised_optimum",
     # GRPO, Dr. GRPO and DAPO
     "check_group_advantages", "check_grpo_aggregate", "check_group_advantages_by_id",
-    "check_micro_batch_losses",
+    "check_micro_batch_losses", "check_overlong_advantages", "check_accuracy_filter",
 ]

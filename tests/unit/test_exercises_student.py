@@ -297,7 +297,7 @@ def test_real_book_student_html_build_has_no_solutions(tmp_path):
         assert "exercise admonition" in page
         coding = any(solution_regions(c.source) for c in master.cells if c.cell_type == "code")
         # A chapter with coding exercises shows their stubs; one with written exercises only
-        # (grpo_variants) has none to show.
+        # would have none to show.
         assert ("NotImplementedError" in page) == coding, rel
 
 
