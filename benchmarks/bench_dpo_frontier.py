@@ -5,7 +5,12 @@ prompts, one completion each, the same prompts for every policy): gold reward an
 KL(pi || pi_ref), the k1 estimate summed over tokens. DPO trains on the 2,000 preference pairs of
 the RLHF chapter; PPO trains against the reward model fitted to the same 2,000 pairs (as in the
 RLHF chapter: 60 iterations of 64 completions); "PPO, gold reward" maximises the hidden gold
-reward itself (a ceiling no method with only preference data has). Each setting runs for
+reward itself (a reference point no method with only preference data has; the gold optimum, the
+best completion of each evaluation prompt, is recorded as ``gold_optimum``). DPO's betas fill
+the gap between 0.3 and 1 (0.5, 0.7), and PPO's include DPO's 0.3 and 1 so that the two can be
+compared at equal beta (0.03, 0.1, 0.3, 1). "DPO, on-policy round" trains the beta = 0.1 DPO
+policy for 3 more epochs on 2,000 fresh pairs sampled from it; "DPO, offline round", its
+control, trains it for the same 3 epochs on the original pairs again. Each setting runs for
 several training seeds (the SFT model, the pairs and the reward model are fixed). "PPO, shared
 critic" repeats PPO at the largest KL coefficient with ``detach_value=False`` (the critic's
 error trains the policy's backbone, the lab's old default) to record why that default changed.
@@ -27,10 +32,11 @@ from pathlib import Path
 import torch
 
 import rlnotes.lm as lm
-from rlnotes.dpo import dpo_sweep, ppo_sweep
+from rlnotes.dpo import dpo_sweep, ppo_sweep, train_dpo
+from rlnotes.lm.frontier import gold_and_kl
 
-DPO_BETAS = [0.03, 0.1, 0.3, 1.0, 3.0]
-PPO_BETAS = [0.01, 0.03, 0.05, 0.1, 0.2, 0.5]
+DPO_BETAS = [0.03, 0.1, 0.3, 0.5, 0.7, 1.0, 3.0]
+PPO_BETAS = [0.0, 0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]
 GOLD_PPO_BETAS = [0.05, 0.2, 0.5]
 SHARED_CRITIC_BETAS = [0.5]
 
@@ -65,6 +71,14 @@ def main():
         if args.only in (None, "dpo"):
             for r in dpo_sweep(sft, train, task, DPO_BETAS, epochs=3, lr=1e-3, seed=seed, device=device):
                 rows.append(dict(r, seed=seed))
+            # a second round on the same budget (3 epochs of 2,000 pairs): fresh pairs sampled
+            # from the DPO policy (on-policy), or the original pairs again (the control)
+            dpo_kw = dict(beta=0.1, epochs=3, lr=1e-3, seed=seed, device=device)
+            first, _ = train_dpo(sft, train, **dpo_kw)
+            fresh = lm.sample_preference_pairs(first, task, 2000, torch.Generator().manual_seed(100 + seed))
+            for name, data in (("DPO, on-policy round", fresh), ("DPO, offline round", train)):
+                second, _ = train_dpo(first, data, ref=sft, **dpo_kw)
+                rows.append(dict(method=name, beta=0.1, seed=seed, **gold_and_kl(second, sft, task)))
         if args.only in (None, "ppo"):
             ppo = dict(iterations=60, batch_size=64, lr=1e-3, seed=seed, device=device)
             for r in ppo_sweep(sft, task, proxy, PPO_BETAS, **ppo):
@@ -76,8 +90,11 @@ def main():
         print(f"seed {seed} done, {time.process_time() - t0:.0f} s CPU", flush=True)
     command = "python benchmarks/bench_dpo_frontier.py --seeds %d" % args.seeds
     machine = f"{platform.machine()}, torch {torch.__version__.split('+')[0]}, 1 thread"
+    eval_prompts = task.sample_prompts(1000, torch.Generator().manual_seed(10))  # gold_and_kl's
+    optimum = float(task.gold_optimum(eval_prompts)[0].mean())
     out = dict(date=datetime.date.today().isoformat(), command=command, machine=machine,
-               cpu_seconds=round(time.process_time() - t0, 1), rows=kept + rows)
+               cpu_seconds=round(time.process_time() - t0, 1), kept=None, gold_optimum=optimum,
+               rows=kept + rows)
     if args.only is not None:  # say which rows come from which run
         other = "ppo" if args.only == "dpo" else "dpo"
         out["command"] = f"{command} --only {args.only}"

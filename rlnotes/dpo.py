@@ -12,7 +12,7 @@ from rlnotes._losses import check_mask, require_finite_where
 from rlnotes._validate import (require_float_tensor, require_in_range, require_int, require_ndim,
                                require_same_shape)
 
-__all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob", "ipo_loss", "pair_logps",
+__all__ = ["dpo_implicit_reward", "dpo_loss", "sequence_logprob", "ipo_loss", "dpo_loss_variant", "pair_logps",
            "train_dpo", "dpo", "implicit_reward_accuracy", "dpo_sweep", "ppo_sweep"]
 
 
@@ -160,6 +160,39 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     dtype = pc.dtype
     delta = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))
     return ((delta - 1.0 / (2.0 * beta)) ** 2).mean()
+
+
+def dpo_loss_variant(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,
+                     ref_rejected_logps, beta=0.1, loss_type="hinge", label_smoothing=0.0):
+    r"""Three of TRL's variants of the DPO loss, on the log-ratio margin Delta of :func:`dpo_loss`
+    (z = beta Delta, f(z) = -log sigma(z), p = ``label_smoothing``, the probability that a label
+    is flipped):
+
+    - ``"sigmoid"``: (1 - p) f(z) + p f(-z), DPO's loss of labels flipped with probability p
+      (label smoothing, conservative DPO; p = 0 is :func:`dpo_loss`);
+    - ``"hinge"``: max(0, 1 - z), the hinge loss of SLiC (Zhao et al. 2023); p unused;
+    - ``"robust"``: ((1 - p) f(z) - p f(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
+      an unbiased estimate of the clean labels' loss from the noisy ones; p in [0, 0.5).
+
+    Returns the mean over the B pairs. The formulas are TRL's (``DPOTrainer``'s loss).
+
+    Defined in: Direct preference optimisation, section TRL's variants of the loss.
+    """
+    pc = _check_sequence_logps(policy_chosen_logps, "policy_chosen_logps")
+    pr = _check_sequence_logps(policy_rejected_logps, "policy_rejected_logps", pc, "policy_chosen_logps")
+    rc = _check_sequence_logps(ref_chosen_logps, "ref_chosen_logps", pc, "policy_chosen_logps")
+    rr = _check_sequence_logps(ref_rejected_logps, "ref_rejected_logps", pc, "policy_chosen_logps")
+    beta = _check_beta(beta)
+    if loss_type not in ("sigmoid", "hinge", "robust"):
+        raise ValueError(f"loss_type must be 'sigmoid', 'hinge' or 'robust', got {loss_type!r}")
+    p = require_in_range(label_smoothing, "label_smoothing", 0.0, 0.5, high_open=True)
+    dtype = pc.dtype
+    z = beta * ((pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype)))
+    if loss_type == "hinge":
+        return torch.relu(1 - z).mean()
+    if loss_type == "robust":
+        return (((1 - p) * -F.logsigmoid(z) - p * -F.logsigmoid(-z)) / (1 - 2 * p)).mean()
+    return ((1 - p) * -F.logsigmoid(z) + p * -F.logsigmoid(-z)).mean()
 
 
 # --- Training on preference pairs (the language-model lab) ------------------------------------

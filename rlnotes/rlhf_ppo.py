@@ -22,13 +22,36 @@ from rlnotes.lm.sft import freeze, single_thread
 from rlnotes.ppo import ppo_clip_loss
 from rlnotes.progress import progress
 
-__all__ = ["train_ppo", "ppo_rlhf", "kl_penalised_rewards", "token_gae", "whiten"]
+__all__ = ["train_ppo", "ppo_rlhf", "adaptive_kl_update", "kl_penalised_rewards", "token_gae",
+           "whiten"]
+
+
+def adaptive_kl_update(beta, kl, kl_target, k_beta=0.1):
+    r"""Ziegler et al.'s (2019) adaptive KL controller, one update: with the proportional error
+    e = clip((KL - KL_target) / KL_target, -0.2, 0.2), the new coefficient is
+    beta (1 + k_beta e). A KL above the target raises beta (a stronger pull to the reference),
+    one below lowers it; the clip bounds each change to a factor 1 +- 0.2 k_beta. (TRL's
+    ``AdaptiveKLController`` writes k_beta as ``n_steps / horizon``.)
+
+    Defined in: Reinforcement learning from human feedback, section An adaptive KL coefficient.
+    """
+    beta = require_real(beta, "beta")
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    kl = require_real(kl, "kl")
+    kl_target = require_real(kl_target, "kl_target")
+    if kl_target <= 0:
+        raise ValueError(f"kl_target must be > 0, got {kl_target}")
+    k_beta = require_in_range(k_beta, "k_beta", 0.0, 5.0, low_open=True)
+    error = min(max((kl - kl_target) / kl_target, -0.2), 0.2)
+    return beta * (1.0 + k_beta * error)
 
 
 def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, lr=1e-3,
               lam=0.95, gamma=1.0, clip_eps=0.2, vf_coef=0.5, epochs=2, minibatches=1,
               whiten_advantages=True, advantage="gae", critic_target="returns", seed=0,
-              gold_fn=None, device=None, callback=None, detach_value=True):
+              gold_fn=None, device=None, callback=None, detach_value=True, kl_target=None,
+              k_beta=0.1):
     r"""PPO for language models: returns ``(agent, history)``; ``agent.policy`` is the tuned
     TinyGPT, ``agent.value_head`` its critic (one backbone, see :class:`PolicyWithValue`).
 
@@ -55,6 +78,9 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     callback             ``callback(iteration, agent, history)``; True stops training
     detach_value         True (default): the critic reads the policy's features without
                          training them; False: its error trains the shared backbone too
+    kl_target, k_beta    optional: adapt beta after each round towards a KL of kl_target
+                         nats per completion (:func:`adaptive_kl_update`; beta is then the
+                         starting coefficient and must be > 0)
     ===================  ==================================================================
 
     Why the critic does not train the backbone: its targets, the returns, carry the penalty
@@ -65,7 +91,7 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
 
     ``history`` holds per round: ``score`` (mean of reward_fn), ``gold`` (mean of gold_fn),
     ``kl`` (mean over completions of sum_t log pi_theta - log pi_ref, at sampling time),
-    ``length`` (mean tokens), ``clipfrac``, ``value_loss``.
+    ``length`` (mean tokens), ``clipfrac``, ``value_loss``, ``beta`` (the coefficient used).
 
     Defined in: Reinforcement learning from human feedback, section PPO for language models.
     """
@@ -84,15 +110,20 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
         raise ValueError(f"advantage must be 'gae' or 'reward_minus_value', got {advantage!r}")
     if critic_target not in ("returns", "rewards"):
         raise ValueError(f"critic_target must be 'returns' or 'rewards', got {critic_target!r}")
+    if kl_target is not None:
+        if beta <= 0:
+            raise ValueError(f"beta must be > 0 when kl_target is set (the starting coefficient), got {beta}")
+        adaptive_kl_update(beta, kl_target, kl_target, k_beta)  # checks kl_target and k_beta
     device = get_device() if device is None else torch.device(device)
     gen = torch.Generator().manual_seed(seed)
-    history = {k: [] for k in ("score", "gold", "kl", "length", "clipfrac", "value_loss")}
+    history = {k: [] for k in ("score", "gold", "kl", "length", "clipfrac", "value_loss", "beta")}
+    coef = [beta]  # the current KL coefficient (changed between rounds by the controller)
     with single_thread(device):
         ref = freeze(sft).to(device)
         agent = PolicyWithValue(sft, detach_value=detach_value).to(device)
         opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
         rounds = ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, gen,
-                          batch_size=batch_size, beta=beta, lam=lam, gamma=gamma,
+                          batch_size=batch_size, beta=lambda: coef[0], lam=lam, gamma=gamma,
                           clip_eps=clip_eps, vf_coef=vf_coef, epochs=epochs,
                           minibatches=minibatches, whiten_advantages=whiten_advantages,
                           advantage=advantage, critic_target=critic_target)
@@ -105,6 +136,9 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
             history["length"].append(float(r["m"].sum(1).mean()))
             history["clipfrac"].append(sum(r["clipped"]) / len(r["clipped"]))
             history["value_loss"].append(sum(r["vlosses"]) / len(r["vlosses"]))
+            history["beta"].append(coef[0])
+            if kl_target is not None:
+                coef[0] = adaptive_kl_update(coef[0], history["kl"][-1], kl_target, k_beta)
             if callback is not None and callback(it, agent, history):
                 break
     return agent, history
@@ -117,7 +151,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
     each round samples one completion per prompt, turns the reward model's score and the
     per-token KL penalty into token rewards and GAE advantages, and takes ``epochs``
     passes of minibatch steps on the clipped loss plus the critic's. Yields each round's
-    samples and statistics.
+    samples and statistics. ``beta`` is the KL coefficient, or a function returning the
+    current one (an adaptive controller changes it between rounds).
 
     Defined in: Reinforcement learning from human feedback, section PPO for language
     models.
@@ -135,7 +170,7 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
             score = score.to(m.device)
         old_logp, ref_logp, values = old_logp * m, ref_logp * m, values * m
         # 2. Per-token rewards, advantages and the critic's targets.
-        rewards = kl_penalised_rewards(score, old_logp, ref_logp, m, beta)
+        rewards = kl_penalised_rewards(score, old_logp, ref_logp, m, beta() if callable(beta) else beta)
         if advantage == "gae":
             adv, ret = token_gae(rewards, values, m, lam, gamma)
         else:

@@ -9,6 +9,8 @@ Nothing is downloaded: every model is trained here, deterministically, and cache
 - :mod:`~rlnotes.lm.tokenizer`: a character-level tokeniser;
 - :mod:`~rlnotes.lm.tasks`: the addition task (verifiable reward) and the preference task
   (hidden gold reward, Bradley-Terry preference pairs);
+- :mod:`~rlnotes.lm.preference`: the preference task the chapters use, whose gold reward punishes
+  repetition whatever a word's sentiment;
 - :mod:`~rlnotes.lm.sft`: supervised fine-tuning and the cached SFT models;
 - :mod:`~rlnotes.lm.heads`: value and reward heads on the same backbone, frozen reference copies;
 - :mod:`~rlnotes.lm.reward`: reward models trained from preference pairs;
@@ -32,7 +34,8 @@ from rlnotes.lm.ppo import kl_penalised_rewards, token_gae, whiten  # noqa: E402
 from rlnotes.lm.reward import (PreferencePairs, preference_accuracy,  # noqa: E402
                                sample_preference_pairs, train_reward_model)
 from rlnotes.lm.sft import accuracy, freeze, sft_loss, sft_model, train_sft  # noqa: E402
-from rlnotes.lm.tasks import AdditionTask, PreferenceTask  # noqa: E402
+from rlnotes.lm.preference import PreferenceTask  # noqa: E402
+from rlnotes.lm.tasks import AdditionTask  # noqa: E402
 from rlnotes.lm.tokenizer import CharTokenizer  # noqa: E402
 
 __all__ += ["AdditionTask", "PreferenceTask", "CharTokenizer", "sft_loss", "train_sft", "sft_model",

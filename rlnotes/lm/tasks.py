@@ -163,6 +163,12 @@ class PreferenceTask:
     from them cannot know that repetition is punished, and a policy optimised against it learns
     to repeat the best word: reward over-optimisation.
 
+    This gold reward has a hole: for a word of negative sentiment, s_v h(c_v) > 0 once
+    h(c_v) < 0, so many copies of a negative word score high. The chapters use
+    :class:`rlnotes.lm.preference.PreferenceTask` (``rlnotes.lm.PreferenceTask``), a subclass
+    whose reward punishes repetition whatever the sign; this class is kept unchanged because the
+    code of this module is part of the cache key of the cached SFT models.
+
     Defined in: Reinforcement learning from human feedback, section The tasks.
     """
 

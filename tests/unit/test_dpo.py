@@ -199,3 +199,48 @@ def test_cuda_matches_cpu():
     torch.testing.assert_close(sequence_logprob(tok.cuda(), mask.cuda()).cpu(), sequence_logprob(tok, mask))
     with pytest.raises(ValueError, match="ref_chosen_logps"):
         dpo_loss(args[0].cuda(), args[1].cuda(), args[2], args[3].cuda())
+
+
+# TRL's formulas, transcribed from trl/trainer/dpo_trainer.py (TRL 1.16.0, DPOTrainer's loss:
+# the "hinge" and "robust" branches; the "sigmoid" branch with label smoothing as in TRL's
+# earlier releases), with `logits` (TRL's name) = Delta, the log-ratio margin.
+def _trl_hinge(logits, beta):
+    return torch.relu(1 - beta * logits)
+
+
+def _trl_robust(logits, beta, label_smoothing):
+    clean_loss_term = -(1 - label_smoothing) * torch.nn.functional.logsigmoid(beta * logits)
+    flipped_loss_term = -label_smoothing * torch.nn.functional.logsigmoid(-beta * logits)
+    return (clean_loss_term - flipped_loss_term) / (1 - 2 * label_smoothing)
+
+
+def _trl_sigmoid(logits, beta, label_smoothing):
+    return (-torch.nn.functional.logsigmoid(beta * logits) * (1 - label_smoothing)
+            - torch.nn.functional.logsigmoid(-beta * logits) * label_smoothing)
+
+
+@pytest.mark.parametrize("beta", [0.1, 0.5, 2.0])
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.3])
+def test_dpo_loss_variants_match_trl(beta, p):
+    from rlnotes.dpo import dpo_loss_variant
+    g = torch.Generator().manual_seed(0)
+    pc, pr, rc, rr = (-10 + 5 * torch.randn(64, generator=g, dtype=torch.float64) for _ in range(4))
+    logits = (pc - rc) - (pr - rr)
+    for loss_type, trl in (("hinge", _trl_hinge(logits, beta)), ("robust", _trl_robust(logits, beta, p)),
+                           ("sigmoid", _trl_sigmoid(logits, beta, p))):
+        ours = dpo_loss_variant(pc, pr, rc, rr, beta, loss_type=loss_type, label_smoothing=p)
+        torch.testing.assert_close(ours, trl.mean())
+    # sigmoid without smoothing is DPO; robust without smoothing too
+    torch.testing.assert_close(dpo_loss_variant(pc, pr, rc, rr, beta, "sigmoid"), dpo_loss(pc, pr, rc, rr, beta))
+    torch.testing.assert_close(dpo_loss_variant(pc, pr, rc, rr, beta, "robust"), dpo_loss(pc, pr, rc, rr, beta))
+
+
+def test_dpo_loss_variant_bad_input():
+    from rlnotes.dpo import dpo_loss_variant
+    x = torch.zeros(3)
+    for kwargs, name in ((dict(loss_type="ipo"), "loss_type"), (dict(label_smoothing=0.5), "label_smoothing"),
+                         (dict(label_smoothing=-0.1), "label_smoothing"), (dict(beta=0.0), "beta")):
+        with pytest.raises(ValueError, match=name):
+            dpo_loss_variant(x, x, x, x, **kwargs)
+    with pytest.raises(ValueError, match="policy_rejected_logps"):
+        dpo_loss_variant(x, torch.zeros(4), x, x)

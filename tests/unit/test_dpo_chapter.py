@@ -9,7 +9,7 @@ import torch
 import rlnotes.dpo as dpo
 import rlnotes.lm as lm
 from rlnotes.dpo import dpo_sweep, ppo_sweep
-from rlnotes.lm.frontier import best_gold_within, gold_and_kl
+from rlnotes.lm.frontier import best_gold_within, gold_and_kl, upper_frontier
 
 torch.set_num_threads(1)
 device = torch.device("cpu")
@@ -35,7 +35,7 @@ def test_dpo_matches_the_reward_model_and_raises_gold(lab):
     assert abs(acc - lab["rm_acc"]) < 0.03 and acc > 0.65
     assert lab["dpo_eval"]["gold"] > lab["sft_eval"]["gold"] + 1.5
     assert lab["test"].ceiling() - max(acc, lab["rm_acc"]) < 0.07
-    assert 1.5 < lab["dpo_eval"]["gold"] - lab["sft_eval"]["gold"] < 2.0
+    assert 2.0 < lab["dpo_eval"]["gold"] - lab["sft_eval"]["gold"] < 2.8
 
 
 def test_chosen_logprob_falls_while_margin_grows(lab):
@@ -47,6 +47,16 @@ def test_chosen_logprob_falls_while_margin_grows(lab):
     assert end["margin"] > start["margin"] + 0.15
 
 
+def _frontier_gap(kl_a, gold_a, kl_b, gold_b, n=50):
+    """The chapter's frontier_gap: largest |gold_a - gold_b| between the two upper frontiers."""
+    fa, fb = upper_frontier(kl_a, gold_a), upper_frontier(kl_b, gold_b)
+    ka, ga = np.asarray(kl_a)[fa], np.asarray(gold_a)[fa]
+    kb, gb = np.asarray(kl_b)[fb], np.asarray(gold_b)[fb]
+    grid = np.linspace(max(ka.min(), kb.min()), min(ka.max(), kb.max()), n)
+    ia, ib = np.argsort(ka), np.argsort(kb)
+    return float(np.abs(np.interp(grid, ka[ia], ga[ia]) - np.interp(grid, kb[ib], gb[ib])).max())
+
+
 def test_frontier_small_sweep(lab):
     task, sft, rm = lab["task"], lab["sft"], lab["rm"]
 
@@ -55,17 +65,16 @@ def test_frontier_small_sweep(lab):
             return rm(x, y, m)
 
     d = [dict(method="DPO", beta=0.1, **lab["dpo_eval"])]
-    d += dpo_sweep(sft, lab["train"], task, [0.3, 1.0], epochs=3, lr=1e-3, device=device)
+    d += dpo_sweep(sft, lab["train"], task, [0.3, 0.5, 1.0], epochs=3, lr=1e-3, device=device)
     p = ppo_sweep(sft, task, proxy, [0.05, 0.1, 0.2], iterations=60, batch_size=64, lr=1e-3,
                   seed=0, device=device)
     kl_d, gold_d = [x["kl"] for x in d], [x["gold"] for x in d]
     kl_p, gold_p = [x["kl"] for x in p], [x["gold"] for x in p]
     sft_gold = lab["sft_eval"]["gold"]
     assert max(gold_d) > sft_gold + 1.5 and max(gold_p) > sft_gold + 1.5
-    assert abs(max(gold_d) - max(gold_p)) < 0.2
-    assert 2.05 < min(max(gold_d), max(gold_p)) and max(max(gold_d), max(gold_p)) < 2.35
-    assert abs(sft_gold - 0.35) < 0.05
-    assert best_gold_within(kl_p, gold_p, 2.0) > best_gold_within(kl_d, gold_d, 2.0) + 0.4
+    assert abs(max(gold_d) - max(gold_p)) < 0.25
+    assert -0.4 < sft_gold < 0.2
+    assert _frontier_gap(kl_d, gold_d, kl_p, gold_p) < 0.35
 
 
 def test_averaged_logprobs_shorten_and_gain_less(lab):
@@ -78,10 +87,11 @@ def test_averaged_logprobs_shorten_and_gain_less(lab):
 
 
 def test_one_on_policy_round_does_not_pay_here(lab):
-    fresh = lm.sample_preference_pairs(lab["policy"], lab["task"], 2000, torch.Generator().manual_seed(1))
-    p2, _ = dpo.train_dpo(lab["policy"], fresh, beta=0.1, epochs=3, lr=1e-3, device=device, ref=lab["sft"])
-    r2 = gold_and_kl(p2, lab["sft"], lab["task"])
-    assert abs(r2["gold"] - lab["dpo_eval"]["gold"]) < 0.3 and r2["kl"] > lab["dpo_eval"]["kl"] + 1
+    fresh = lm.sample_preference_pairs(lab["policy"], lab["task"], 2000, torch.Generator().manual_seed(100))
+    kw = dict(beta=0.1, epochs=3, lr=1e-3, device=device, ref=lab["sft"])
+    on = gold_and_kl(dpo.train_dpo(lab["policy"], fresh, **kw)[0], lab["sft"], lab["task"])
+    off = gold_and_kl(dpo.train_dpo(lab["policy"], lab["train"], **kw)[0], lab["sft"], lab["task"])
+    assert off["gold"] > on["gold"] + 0.15  # the control (the offline pairs again) does better
     assert abs(fresh.ceiling() - lab["train"].ceiling()) < 0.01
 
 
@@ -91,7 +101,7 @@ def test_ipo_on_the_same_pairs_raises_gold(lab):
     assert gold_and_kl(pol, lab["sft"], lab["task"])["gold"] > lab["sft_eval"]["gold"] + 1.0
 
 
-def test_recorded_frontier_claims():
+def test_recorded_frontier_claims(lab):
     """The chapter's asserts on the recorded sweep (benchmarks/results/dpo_frontier.json)."""
     import json
     from pathlib import Path
@@ -101,14 +111,30 @@ def test_recorded_frontier_claims():
         groups.setdefault((row["method"], row["beta"]), []).append(row)
     table = {k: (np.mean([x["kl"] for x in v]), np.mean([x["gold"] for x in v])) for k, v in groups.items()}
     best = lambda m: max((v for k, v in table.items() if k[0] == m), key=lambda v: v[1])  # noqa: E731
-    means = lambda m: ([v[0] for k, v in table.items() if k[0] == m], [v[1] for k, v in table.items() if k[0] == m])  # noqa: E731
-    assert abs(best("DPO")[1] - best("PPO")[1]) < 0.1 and abs(best("PPO")[0] - best("DPO")[0]) < 1
-    assert best_gold_within(*means("PPO"), 2.0) > best_gold_within(*means("DPO"), 2.0) + 0.5
+
+    def means(m, betas=None):
+        keys = [k for k in table if k[0] == m and (betas is None or k[1] in betas)]
+        return [table[k][0] for k in keys], [table[k][1] for k in keys]
+
+    assert abs(best("DPO")[1] - best("PPO")[1]) < 0.15
+    old = best_gold_within(*means("PPO"), 2.0) - best_gold_within(*means("DPO", (0.03, 0.1, 0.3, 1.0, 3.0)), 2.0)
+    full = best_gold_within(*means("PPO"), 2.0) - best_gold_within(*means("DPO"), 2.0)
+    assert old > 0.25 and abs(full) < 0.15
+    assert _frontier_gap(*means("DPO"), *means("PPO")) < 0.2
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
-    assert table[("PPO", 0.01)][1] < 0.35 < table[("DPO", 0.03)][1]
-    assert abs(table[("DPO", 0.03)][0] - table[("DPO", 0.1)][0]) < 0.1
-    shared = [x["kl"] for x in record["rows"] if x["method"] == "PPO, shared critic"]
-    detached = [x["kl"] for x in record["rows"] if x["method"] == "PPO" and x["beta"] == 0.5]
-    assert sum(k > 60 for k in shared) == 2 and max(detached) < 1
+    assert best("PPO, gold reward")[1] < record["gold_optimum"] - 1.5
+    kl_at = lambda m, b: [x["kl"] for x in groups[(m, b)]]  # noqa: E731
+    gold_at = lambda m, b: [x["gold"] for x in groups[(m, b)]]  # noqa: E731
+    for b in (0.1, 0.3, 1.0):
+        assert min(kl_at("DPO", b)) > 1.5 * max(kl_at("PPO", b))
+    assert max(kl_at("DPO", 0.03)) < min(kl_at("PPO", 0.03))
+    sft_gold = lab["sft_eval"]["gold"]  # the SFT policy on the evaluation prompts
+    assert max(gold_at("PPO", 0.0)) < sft_gold
+    assert sum(g < sft_gold for g in gold_at("PPO", 0.01)) >= 1
+    assert min(gold_at("DPO", 0.03)) > sft_gold + 1
+    on, off = gold_at("DPO, on-policy round", 0.1), gold_at("DPO, offline round", 0.1)
+    assert all(b > a + 0.15 for a, b in zip(on, off))
+    shared = kl_at("PPO, shared critic", 0.5)
+    assert sum(k > 10 for k in shared) >= 2 and max(kl_at("PPO", 0.5)) < 1.5
     kl_ppo = [table[k][0] for k in sorted(k for k in table if k[0] == "PPO")]
     assert all(a > b for a, b in zip(kl_ppo, kl_ppo[1:]))

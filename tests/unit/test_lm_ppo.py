@@ -123,3 +123,22 @@ def test_trainers_reject_bad_input():
             lm.train_reward_model(sft, pairs, **kw)
     with pytest.raises(ValueError, match="generator"):
         lm.sample_preference_pairs(sft, task, 4, 0)
+
+
+def test_adaptive_kl_update():
+    from rlnotes.rlhf_ppo import adaptive_kl_update
+    assert adaptive_kl_update(0.1, 2.0, 2.0) == pytest.approx(0.1)           # on target: unchanged
+    assert adaptive_kl_update(0.1, 2.2, 2.0) == pytest.approx(0.1 * 1.01)    # e = 0.1
+    assert adaptive_kl_update(0.1, 100.0, 2.0) == pytest.approx(0.1 * 1.02)  # e clipped at 0.2
+    assert adaptive_kl_update(0.1, 0.0, 2.0, k_beta=0.5) == pytest.approx(0.1 * 0.9)  # e = -0.2
+    # a sequence of KLs above the target keeps raising beta, below keeps lowering it
+    b = 0.05
+    for _ in range(10):
+        b = adaptive_kl_update(b, 5.0, 1.0)
+    assert b == pytest.approx(0.05 * 1.02 ** 10)
+    for bad, match in ((dict(beta=0.0), "beta"), (dict(beta=-1.0), "beta"), (dict(kl_target=0.0), "kl_target"),
+                       (dict(k_beta=0.0), "k_beta"), (dict(kl="x"), "kl")):
+        args = dict(beta=0.1, kl=1.0, kl_target=1.0, k_beta=0.1)
+        args.update(bad)
+        with pytest.raises(ValueError, match=match):
+            adaptive_kl_update(**args)

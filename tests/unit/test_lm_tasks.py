@@ -75,6 +75,50 @@ def test_preference_task_gold_reward():
         task.reward(prompt[:2], y2, m2[:, :1])
 
 
+def test_preference_gold_punishes_repetition_whatever_the_sign():
+    from rlnotes.lm.tasks import PreferenceTask as OldTask
+    task, old = lm.PreferenceTask(seed=0), OldTask(seed=0)
+    tok = task.tokenizer
+    # without a repeated word, the two gold rewards agree (same demonstrations, same pairs)
+    x, y, m = task.sft_batch(500, torch.Generator().manual_seed(3))
+    torch.testing.assert_close(task.reward(x, y, m), old.reward(x, y, m))
+    prompt = tok.encode("abc>")
+    for v in range(16):
+        w, s = int(task.word_ids[v]), float(task.sentiment[v])
+        rep, rm = pad_completions([[w] * k + [tok.eos_id] for k in range(1, 9)], tok.eos_id)
+        g = task.reward([prompt] * 8, rep, rm)
+        assert (g[1:] <= g[:-1] + 1e-6).all()  # a further copy never gains
+        if s < 0:
+            assert (g[1:] < g[:-1] - 1e-6).all()  # and always costs for a negative word
+    worst = int(task.word_ids[task.sentiment.argmin()])
+    rep, rm = pad_completions([[worst] * 8 + [tok.eos_id]], tok.eos_id)
+    assert float(old.reward([prompt], rep, rm)) == pytest.approx(20.0)  # the old hole
+    assert float(task.reward([prompt], rep, rm)) == pytest.approx(-36.0)  # 8 s - 28 |s|, s = -1
+
+
+def test_preference_gold_optimum_is_exact():
+    task = lm.PreferenceTask(seed=0)
+    tok = task.tokenizer
+    P = task.sample_prompts(300, torch.Generator().manual_seed(0))
+    top, counts = task.gold_optimum(P)
+    assert counts.max() == 1 and (counts.sum(1) == 8).all()  # eight distinct words
+    seqs = [sum(([int(task.word_ids[v])] * int(c[v]) for v in range(16)), []) + [tok.eos_id] for c in counts]
+    comp, mask = pad_completions(seqs, tok.eos_id)
+    torch.testing.assert_close(task.reward(P, comp, mask), top)
+    # the closed form: the eight largest positive values s_v + rho [v in x]
+    value = task.sentiment[None] + task.rho * torch.zeros(len(P), 16).scatter_(
+        1, torch.tensor([p[1:4] for p in P]) - int(task.word_ids[0]), 1.0)
+    torch.testing.assert_close(value.clamp(min=0).topk(8, dim=1).values.sum(1), top)
+    # no random completion beats it
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        rnd = torch.randint(int(task.word_ids[0]), int(task.word_ids[-1]) + 1, (len(P), 8), generator=g)
+        assert (task.reward(P, rnd, torch.ones_like(rnd)) <= top + 1e-5).all()
+    for bad in ([], [[1, 4, 5]], [[1, 4, 5, tok.stoi[">"], 2]]):
+        with pytest.raises(ValueError, match="prompts"):
+            task.gold_optimum(bad)
+
+
 def test_bon_kl_formula_and_exact():
     assert lm.bon_kl(1) == 0.0
     for n in (2, 4, 16, 64):
