@@ -1,14 +1,14 @@
 """Policy gradients where the truth is known: small tabular MDPs with a softmax policy, and a
 Gaussian policy on a quadratic one-step problem.
 
-On a finite MDP, J(theta) = mu0^T V^pi and V^pi solves a linear system, so the exact gradient
+On a finite MDP, J(theta) = p0^T V^pi and V^pi solves a linear system, so the exact gradient
 is available twice over: by automatic differentiation through that solve, and by the
 policy-gradient theorem with the exact Q^pi and the discounted state visitation nu^pi. Sampled
 estimators (REINFORCE with each Psi_t, GAE) are then measured against it: their bias (mean minus
 truth, in standard errors) and their variance.
 
 Conventions: ``theta`` (S, A) are the logits of a softmax policy pi(a|s) = softmax(theta[s])_a;
-``mu0`` (S,) is the start distribution; the discounted objective is
+``p0`` (S,) is the start distribution; the discounted objective is
 J = E[sum_t gamma^t r_{t+1}]. Sampled episodes run until they enter the MDP's absorbing
 (terminal) set, at most ``max_steps`` steps.
 
@@ -51,13 +51,13 @@ def _theta(mdp: TabularMDP, theta) -> np.ndarray:
     return theta
 
 
-def _mu0(mdp: TabularMDP, mu0) -> np.ndarray:
-    mu0 = np.asarray(mu0.detach().cpu() if torch.is_tensor(mu0) else mu0, dtype=np.float64)
-    if mu0.shape != (mdp.num_states,):
-        raise ValueError(f"mu0 must have shape (S,) = ({mdp.num_states},), got {mu0.shape}")
-    if not np.isfinite(mu0).all() or mu0.min() < 0 or abs(mu0.sum() - 1) > 1e-8:
-        raise ValueError("mu0 must be a probability vector (entries >= 0 summing to 1)")
-    return mu0
+def _p0(mdp: TabularMDP, p0) -> np.ndarray:
+    p0 = np.asarray(p0.detach().cpu() if torch.is_tensor(p0) else p0, dtype=np.float64)
+    if p0.shape != (mdp.num_states,):
+        raise ValueError(f"p0 must have shape (S,) = ({mdp.num_states},), got {p0.shape}")
+    if not np.isfinite(p0).all() or p0.min() < 0 or abs(p0.sum() - 1) > 1e-8:
+        raise ValueError("p0 must be a probability vector (entries >= 0 summing to 1)")
+    return p0
 
 
 def softmax_policy(theta):
@@ -96,21 +96,21 @@ def check_policy(mdp: TabularMDP, policy) -> np.ndarray:
     return pi
 
 
-def discounted_visitation(mdp: TabularMDP, policy, mu0) -> np.ndarray:
-    """nu^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. nu^T = mu0^T (I - gamma P_pi)^(-1), shape (S,).
+def discounted_visitation(mdp: TabularMDP, policy, p0) -> np.ndarray:
+    """nu^pi(s) = sum_t gamma^t Pr(s_t = s), i.e. nu^T = p0^T (I - gamma P_pi)^(-1), shape (S,).
     Not normalised: it sums to 1 / (1 - gamma) when gamma < 1.
 
     Defined in: Policy gradients, section The policy-gradient theorem.
     """
     mdp = _mdp(mdp)
     pi = check_policy(mdp, policy)
-    mu0 = _mu0(mdp, mu0)
+    p0 = _p0(mdp, p0)
     P_pi = np.einsum("sa,sat->st", pi, mdp._P)
-    return np.linalg.solve((np.eye(mdp.num_states) - mdp.gamma * P_pi).T, mu0)
+    return np.linalg.solve((np.eye(mdp.num_states) - mdp.gamma * P_pi).T, p0)
 
 
-def exact_objective(mdp: TabularMDP, theta: torch.Tensor, mu0) -> torch.Tensor:
-    """J(theta) = mu0^T V^pi with V^pi = (I - gamma P_pi)^(-1) r_pi, as a differentiable
+def exact_objective(mdp: TabularMDP, theta: torch.Tensor, p0) -> torch.Tensor:
+    """J(theta) = p0^T V^pi with V^pi = (I - gamma P_pi)^(-1) r_pi, as a differentiable
     float64 torch scalar of the (S, A) logits ``theta`` (a tensor with requires_grad).
 
     Defined in: Policy gradients, section Exact gradients on a small MDP.
@@ -119,7 +119,7 @@ def exact_objective(mdp: TabularMDP, theta: torch.Tensor, mu0) -> torch.Tensor:
     if not torch.is_tensor(theta):
         raise ValueError(f"theta must be a torch tensor, got {type(theta).__name__}")
     _theta(mdp, theta)
-    mu0 = torch.as_tensor(_mu0(mdp, mu0))
+    p0 = torch.as_tensor(_p0(mdp, p0))
     P = torch.as_tensor(mdp._P)
     R = torch.as_tensor(mdp._R)
     pi = torch.softmax(theta.to(torch.float64), dim=1)
@@ -127,17 +127,17 @@ def exact_objective(mdp: TabularMDP, theta: torch.Tensor, mu0) -> torch.Tensor:
     r_pi = (pi * R).sum(1)
     V = torch.linalg.solve(torch.eye(mdp.num_states, dtype=torch.float64)
                            - mdp.gamma * P_pi, r_pi)
-    return mu0 @ V
+    return p0 @ V
 
 
-def exact_gradient(mdp: TabularMDP, theta, mu0) -> np.ndarray:
+def exact_gradient(mdp: TabularMDP, theta, p0) -> np.ndarray:
     """grad_theta J(theta), (S, A), by autograd through :func:`exact_objective`.
 
     Defined in: Policy gradients, section Exact gradients on a small MDP.
     """
     mdp = _mdp(mdp)
     theta = torch.tensor(_theta(mdp, theta), requires_grad=True)
-    J = exact_objective(mdp, theta, mu0)
+    J = exact_objective(mdp, theta, p0)
     (grad,) = torch.autograd.grad(J, theta)
     return grad.numpy()
 
@@ -150,7 +150,7 @@ def _exact_values(mdp: TabularMDP, pi: np.ndarray):
     return V, Q
 
 
-def policy_gradient_theorem(mdp: TabularMDP, policy, mu0) -> np.ndarray:
+def policy_gradient_theorem(mdp: TabularMDP, policy, p0) -> np.ndarray:
     """The gradient with respect to softmax logits by the policy-gradient theorem,
 
         dJ/dtheta[s, a] = nu^pi(s) pi(a|s) (Q^pi(s, a) - V^pi(s)),
@@ -162,12 +162,12 @@ def policy_gradient_theorem(mdp: TabularMDP, policy, mu0) -> np.ndarray:
     """
     mdp = _mdp(mdp)
     pi = check_policy(mdp, policy)
-    d = discounted_visitation(mdp, pi, mu0)
+    d = discounted_visitation(mdp, pi, p0)
     V, Q = _exact_values(mdp, pi)
     return d[:, None] * pi * (Q - V[:, None])
 
 
-def sample_episodes(mdp: TabularMDP, policy, mu0, num_episodes: int, *, seed: int = 0,
+def sample_episodes(mdp: TabularMDP, policy, p0, num_episodes: int, *, seed: int = 0,
                     max_steps: int = 1000, start=None):
     """Play ``num_episodes`` episodes of ``policy`` at once (numpy, no loop over episodes).
 
@@ -179,7 +179,7 @@ def sample_episodes(mdp: TabularMDP, policy, mu0, num_episodes: int, *, seed: in
     """
     mdp = _mdp(mdp)
     pi = check_policy(mdp, policy)
-    mu0 = _mu0(mdp, mu0)
+    p0 = _p0(mdp, p0)
     M = require_int(num_episodes, "num_episodes", minimum=1)
     max_steps = require_int(max_steps, "max_steps", minimum=1)
     rng = np.random.default_rng(require_int(seed, "seed", minimum=0))
@@ -187,7 +187,7 @@ def sample_episodes(mdp: TabularMDP, policy, mu0, num_episodes: int, *, seed: in
     cum_P = mdp._P.cumsum(2)
     terminal = mdp.absorbing
     if start is None:
-        s = np.minimum(np.searchsorted(mu0.cumsum(), rng.random(M), side="right"),
+        s = np.minimum(np.searchsorted(p0.cumsum(), rng.random(M), side="right"),
                        mdp.num_states - 1)
     else:
         s = np.full(M, int(start[0]))
@@ -209,7 +209,7 @@ def sample_episodes(mdp: TabularMDP, policy, mu0, num_episodes: int, *, seed: in
     return {k: np.stack(v) for k, v in out.items()}
 
 
-def reinforce_estimates(mdp: TabularMDP, theta, mu0, psi: str, num_episodes: int, *,
+def reinforce_estimates(mdp: TabularMDP, theta, p0, psi: str, num_episodes: int, *,
                         seed: int = 0, max_steps: int = 1000) -> np.ndarray:
     """One REINFORCE estimate of grad_theta J per sampled episode: (M, S, A),
 
@@ -230,7 +230,7 @@ def reinforce_estimates(mdp: TabularMDP, theta, mu0, psi: str, num_episodes: int
     if psi not in PSI_CHOICES:
         raise ValueError(f"psi must be one of {', '.join(map(repr, PSI_CHOICES))}, got {psi!r}")
     pi = softmax_policy(_theta(mdp, theta))
-    ep = sample_episodes(mdp, pi, mu0, num_episodes, seed=seed, max_steps=max_steps)
+    ep = sample_episodes(mdp, pi, p0, num_episodes, seed=seed, max_steps=max_steps)
     s, a, r, s2, alive = (ep[k] for k in ("states", "actions", "rewards", "next_states",
                                             "alive"))
     T, M = s.shape
@@ -317,11 +317,11 @@ def gae_bias_variance(mdp: TabularMDP, policy, V, lams, num_samples: int, *, see
     live = ~mdp.absorbing
     mean = np.zeros((L, S, A))
     var = np.zeros((L, S, A))
-    mu0 = np.full(S, 1.0 / S)
+    p0 = np.full(S, 1.0 / S)
     k = 0
     for s0 in np.flatnonzero(live):
         for a0 in range(A):
-            ep = sample_episodes(mdp, pi, mu0, M, seed=seed + k, max_steps=max_steps,
+            ep = sample_episodes(mdp, pi, p0, M, seed=seed + k, max_steps=max_steps,
                                  start=(s0, a0))
             k += 1
             s, r, s2, alive = ep["states"], ep["rewards"], ep["next_states"], ep["alive"]

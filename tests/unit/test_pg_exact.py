@@ -141,7 +141,7 @@ def test_bad_policies_and_inputs_are_rejected(problem):
             px.gae_bias_variance(mdp, bad, np.zeros(5), [0.5], 10)
     with pytest.raises(ValueError, match="theta"):
         px.exact_gradient(mdp, theta[:2], mu0)
-    with pytest.raises(ValueError, match="mu0"):
+    with pytest.raises(ValueError, match="p0"):
         px.exact_gradient(mdp, theta, np.ones(5))
     with pytest.raises(ValueError, match="psi"):
         px.reinforce_estimates(mdp, theta, mu0, "vanilla", 10)
