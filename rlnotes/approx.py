@@ -52,14 +52,14 @@ def baird_expected_td(num_sweeps: int, *, alpha: float = 0.01, gamma: float = 0.
     weights, row k after k sweeps.
 
     A sweep is one expected update of the target policy's values (pi always goes to state 6,
-    all rewards 0), with the TD error of each state weighted by the state distribution mu:
+    all rewards 0), with the TD error of each state weighted by the state distribution nu_b:
 
-        delta(s) = 0 + gamma v_{w^-}(6) - v_w(s),     w <- w + alpha sum_s mu(s) delta(s) x(s)
+        delta(s) = 0 + gamma v_{w^-}(6) - v_w(s),     w <- w + alpha sum_s nu_b(s) delta(s) phi(s)
 
-    ``distribution="behaviour"``: mu uniform over the 7 states (off-policy);
-    ``"on-policy"``: mu concentrated on state 6, where pi stays. ``w^-`` is the bootstrap
-    weight vector: ``target_sync=1`` uses the current w (plain semi-gradient TD); K > 1
-    copies w into w^- every K sweeps and holds it fixed in between (a target network).
+    ``distribution="behaviour"``: nu_b uniform over the 7 states (off-policy);
+    ``"on-policy"``: nu_b concentrated on state 6, where pi stays. ``w^-`` is the bootstrap
+    weight vector: ``target_sync=1`` uses the current w (plain semi-gradient TD); C_tgt > 1
+    copies w into w^- every C_tgt sweeps and holds it fixed in between (a target network).
 
     Defined in: Deep Q-networks, section The deadly triad.
     """
@@ -70,8 +70,8 @@ def baird_expected_td(num_sweeps: int, *, alpha: float = 0.01, gamma: float = 0.
     gamma = require_gamma(gamma)
     require_choice(distribution, "distribution", ("behaviour", "on-policy"))
     target_sync = require_int(target_sync, "target_sync", minimum=1)
-    X = baird_features()
-    mu = np.full(NUM_STATES, 1.0 / NUM_STATES) if distribution == "behaviour" else np.eye(7)[6]
+    X = baird_features()                             # (7, 8): row s is phi(s)
+    nu = np.full(NUM_STATES, 1.0 / NUM_STATES) if distribution == "behaviour" else np.eye(7)[6]
     w = baird_initial_weights()
     w_target = w.copy()
     history = [w.copy()]
@@ -79,6 +79,6 @@ def baird_expected_td(num_sweeps: int, *, alpha: float = 0.01, gamma: float = 0.
         if k % target_sync == 0:
             w_target = w.copy()
         delta = gamma * (X[6] @ w_target) - X @ w       # (7,): TD error of each state
-        w = w + alpha * X.T @ (mu * delta)
+        w = w + alpha * X.T @ (nu * delta)
         history.append(w.copy())
     return np.asarray(history)

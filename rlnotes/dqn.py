@@ -277,7 +277,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
       :class:`rlnotes.deeprl.nstep.NStepWindow`); targets bootstrap with gamma^n_step
     - prioritized: prioritized replay (proportional, Schaul et al. 2016; see
       :class:`rlnotes.deeprl.replay_prioritized.PrioritizedReplayBuffer`) instead of uniform
-    - priority_exponent: xi, P(i) proportional to p_i^xi (alpha in the paper)
+    - priority_exponent: e_pri, P(i) proportional to p_i^e_pri (alpha in the paper)
     - importance_exponent: e_IS at the start (beta in the paper), annealed linearly to 1 by
       total_steps
     - num_threads: torch threads during training (1 is fastest for small networks)
