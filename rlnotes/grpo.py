@@ -198,57 +198,59 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
               beta=0.0, loss_type="grpo", max_tokens=None, ratio_level="token"):
     r"""The GRPO policy loss and its Dr. GRPO and DAPO variants, to be minimised.
 
-    Per token t of completion i, with ``r_{i,t}(theta) = exp(logp - old_logp)``:
+    Per token t of completion y_i (a completion of prompt x), with the importance ratio
+    ``rho_{i,t}(theta) = exp(logp - old_logp)`` (``r_t(theta)`` in the papers):
 
     .. math::
 
-        \ell_{i,t} = -\min\left(r_{i,t}(\theta) \hat A_i,\
-                     \mathrm{clip}(r_{i,t}(\theta), 1 - \epsilon_{low}, 1 + \epsilon_{high}) \hat A_i\right)
+        f_{i,t} = -\min\left(\rho_{i,t}(\theta) \hat A_i,\
+                     \mathrm{clip}(\rho_{i,t}(\theta), 1 - \epsilon_{low}, 1 + \epsilon_{high}) \hat A_i\right)
                      + \beta\, k_3(\pi_\theta, \pi_{ref})_{i,t},
 
     ``k_3`` being :func:`rlnotes.kl.kl_k3` of the token (an estimate of
-    KL(pi_theta || pi_ref)). The tokens are then aggregated according to ``loss_type``:
+    KL(pi_theta || pi_ref)). The tokens are then aggregated according to ``loss_type``, over the
+    B G rows of a batch (B prompts, G completions each, as in :func:`group_advantages`):
 
-    - ``"grpo"`` (Shao et al. 2024): ``(1/B) sum_i (1/|o_i|) sum_t l_{i,t}``, the mean over
+    - ``"grpo"`` (Shao et al. 2024): ``(1/(B G)) sum_i (1/|y_i|) sum_t f_{i,t}``, the mean over
       sequences of each sequence's token mean. A token of a long completion weighs less than
       one of a short completion: long wrong answers are penalised less per token (the length
       bias Liu et al. 2025 point out).
-    - ``"dapo"``, alias ``"bnpo"`` (Yu et al. 2025): ``sum_{i,t} l_{i,t} / sum_i |o_i|``, every
+    - ``"dapo"``, alias ``"bnpo"`` (Yu et al. 2025): ``sum_{i,t} f_{i,t} / sum_i |y_i|``, every
       token of the batch weighs the same.
-    - ``"dr_grpo"`` (Liu et al. 2025): ``sum_{i,t} l_{i,t} / (B * max_tokens)``, a constant
-      denominator: no 1/|o_i| factor (pair it with ``group_advantages(scale="none")`` for no
+    - ``"dr_grpo"`` (Liu et al. 2025): ``sum_{i,t} f_{i,t} / (B G * max_tokens)``, a constant
+      denominator: no 1/|y_i| factor (pair it with ``group_advantages(scale="none")`` for no
       std factor either).
 
-    Here B is the number of rows (completions, B*G in :func:`group_advantages`' terms) and
-    |o_i| the number of selected tokens of row i. Asymmetric clipping (DAPO's clip-higher,
+    Here B G is the number of rows of ``logp`` (completions; B prompts of G each) and |y_i| the
+    number of selected tokens of row i, L the padded length. Asymmetric clipping (DAPO's clip-higher,
     ``eps_high > eps_low``) lets the ratio of a token with a positive advantage rise to
     ``1 + eps_high`` before its gradient stops, so low-probability tokens can grow further.
 
     ``ratio_level="sequence"`` is GSPO (Zheng et al. 2025; TRL's
     ``importance_sampling_level="sequence"``): every token of completion i uses one ratio, the
-    geometric mean of its token ratios, ``s_i = exp((1/|o_i|) sum_t (logp - old_logp))``, in
-    place of ``r_{i,t}``, so the clip keeps or drops whole completions. It needs one advantage
-    per completion (shape (B,)). Equal to the token level on the first gradient step of a batch
+    geometric mean of its token ratios, ``s_i = exp((1/|y_i|) sum_t (logp - old_logp))``, in
+    place of ``rho_{i,t}``, so the clip keeps or drops whole completions. It needs one advantage
+    per completion (shape (B G,)). Equal to the token level on the first gradient step of a batch
     (every ratio is 1 there).
 
     ===========  =====================  ==================================================
     argument     shape                  meaning
     ===========  =====================  ==================================================
-    logp         (B, T) float           ``log pi_theta(o_{i,t} | q, o_{i,<t})``, right-padded,
+    logp         (B G, L) float         ``log pi_theta(y_{i,t} | x, y_{i,<t})``, right-padded,
                                         differentiable
-    old_logp     (B, T) or None         ``log pi_theta_old`` of the same tokens (the policy
+    old_logp     (B G, L) or None         ``log pi_theta_old`` of the same tokens (the policy
                                         that sampled the group); None means on-policy
                                         (``logp.detach()``)
-    ref_logp     (B, T) or None         ``log pi_ref``; may be None when ``beta == 0``
-    advantages   (B,) or (B, T)         ``A_i`` of each completion (:func:`group_advantages`),
+    ref_logp     (B G, L) or None         ``log pi_ref``; may be None when ``beta == 0``
+    advantages   (B G,) or (B G, L)     ``A_i`` of each completion (:func:`group_advantages`),
                                         or ``A_{i,t}`` of each token (:func:`process_advantages`)
-    mask         (B, T) 0/1 or bool     1 on completion tokens, 0 on padding
+    mask         (B G, L) 0/1 or bool     1 on completion tokens, 0 on padding
     eps_low      float in [0, 1)        lower clip: ratio >= 1 - eps_low
     eps_high     float >= 0 or None     upper clip: ratio <= 1 + eps_high; None = eps_low
     beta         float >= 0             weight of the k3 KL penalty
     loss_type    str                    "grpo", "dapo" (= "bnpo") or "dr_grpo"
     max_tokens   int >= 1 or None       dr_grpo's constant (the generation budget);
-                                        None means T; ignored by the other loss types
+                                        None means L; ignored by the other loss types
     ratio_level  str                    "token" (GRPO, PPO) or "sequence" (GSPO)
     returns      () scalar              the loss
     ===========  =====================  ==================================================
@@ -256,7 +258,7 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     Conventions: gradients flow only through ``logp`` (old_logp, ref_logp and advantages are
     detached constants, cast to logp's dtype). Padded positions may hold any value (finite
     garbage, inf, NaN): they change neither the loss nor its gradient. With ``loss_type="grpo"``
-    every row needs at least one selected token (``|o_i| = 0`` has no token mean) and
+    every row needs at least one selected token (``|y_i| = 0`` has no token mean) and
     ``ValueError`` names ``mask`` otherwise; ``"dapo"`` needs one selected token in the batch;
     ``"dr_grpo"`` accepts an all-zero mask (loss 0). With ``beta == 0`` the KL term is skipped
     entirely (ref_logp is not read).
@@ -394,15 +396,18 @@ def process_advantages(step_rewards, step_ends, mask, group_size, eps=1e-4):
     ``r~ = (r - mean(R_g)) / (std(R_g) + eps)`` with R_g all step rewards of group g, and a
     token's advantage is the sum of the normalised rewards of the steps that end at or after it:
 
-    .. math::  \hat A_{i,t} = \sum_{k:\ \text{end}(i, k) \ge t} \tilde r_{i,k}
+    .. math::  \hat A_{i,t} = \sum_{j:\ \text{end}(i, j) \ge t} \tilde r_{i,j}
+
+    with j a step of completion i (rows: B G completions, B prompts of G each; L the padded
+    length; n_steps the most steps of a completion)
 
     ============  =================  ===================================================
-    step_rewards  (N, K) float       reward of step k of completion i (N = B*G)
-    step_ends     (N, K) long        index of the last token of step k (increasing in k)
-    mask          (N, T) 0/1         1 on the completion's tokens
-    group_size    int G >= 1         completions per prompt; must divide N
+    step_rewards  (B G, n_steps)     reward of step j of completion i (float)
+    step_ends     (B G, n_steps)     index of the last token of step j (long, increasing in j)
+    mask          (B G, L) 0/1       1 on the completion's tokens
+    group_size    int G >= 1         completions per prompt; must divide the rows
     eps           float >= 0         added to the std
-    returns       (N, T)             A_{i,t}, 0 where mask is 0
+    returns       (B G, L)           A_{i,t}, 0 where mask is 0
     ============  =================  ===================================================
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Outcome and process supervision.
