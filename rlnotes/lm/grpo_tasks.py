@@ -181,8 +181,8 @@ class StallingAdditionTask(AdditionTask):
 
     @torch.no_grad()
     def stop_probability(self, model, max_k=None, n_prompts=200):
-        """The probability that ``model`` stops (emits EOS) right after a stall of ``k`` ``=``
-        signs, for k = 1..``max_k`` (default: the longest stall that fits, ``max_stall + 1``), at
+        """The probability that ``model`` stops (emits EOS) right after a stall of n_= ``=``
+        signs, for n_= = 1..``max_k`` (default: the longest stall that fits, ``max_stall + 1``), at
         temperature 1, averaged over the first ``n_prompts`` held-out prompts (all of them when there
         are fewer): the stop probability p of the chapter's derivation. Returns a (max_k,) numpy array.
 
