@@ -2,7 +2,7 @@
 
 GRPO (Shao et al. 2024, DeepSeekMath) replaces PPO's critic by a group baseline: for each prompt
 it samples G completions from pi_theta_old and scores each against the others of its group.
-Dr. GRPO (Liu et al. 2025) removes the two normalisations that bias it (the 1/|o_i| length
+Dr. GRPO (Liu et al. 2025) removes the two normalisations that bias it (the 1/|y_i| length
 factor and the group std); DAPO (Yu et al. 2025, ByteDance Seed and Tsinghua AIR) averages over
 tokens instead of sequences, clips asymmetrically ("clip-higher"), drops groups whose rewards are
 all equal (dynamic sampling) and penalises overlong completions softly.
@@ -340,8 +340,8 @@ def clip_fraction(logp, old_logp, advantages, mask, *, eps_low=0.2, eps_high=Non
     :math:`\rho_t < 1 - \epsilon_\text{low}` with :math:`\hat A < 0`, where
     :math:`\rho_t = \pi_\theta / \pi_{\theta_\text{old}}` (TRL logs the same counts as
     ``clip_ratio/high_mean`` and ``clip_ratio/low_mean``). At the first gradient step on a
-    batch :math:`\rho_t = 1` and it is 0. Arguments as :func:`grpo_loss`'s (``advantages`` (B,)
-    or (B, T)); returns a float.
+    batch :math:`\rho_t = 1` and it is 0. Arguments as :func:`grpo_loss`'s (``advantages`` (B G,)
+    or (B G, L)); returns a float.
 
     Defined in: GRPO, section When the clip acts.
     """
