@@ -165,13 +165,13 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 def dpo_loss_variant(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,
                      ref_rejected_logps, beta=0.1, loss_type="hinge", label_smoothing=0.0):
     r"""Three of TRL's variants of the DPO loss, on the log-ratio margin h_theta of :func:`dpo_loss`
-    (z = beta h_theta, f(z) = -log sigma(z), p = p_flip = ``label_smoothing``, the probability that a label
-    is flipped):
+    (z = beta h_theta, L_sigma(z) = -log sigma(z), p = p_flip = ``label_smoothing``, the
+    probability that a label is flipped):
 
-    - ``"sigmoid"``: (1 - p) f(z) + p f(-z), DPO's loss of labels flipped with probability p
-      (label smoothing, conservative DPO; p = 0 is :func:`dpo_loss`);
+    - ``"sigmoid"``: (1 - p) L_sigma(z) + p L_sigma(-z), DPO's loss of labels flipped with
+      probability p (label smoothing, conservative DPO; p = 0 is :func:`dpo_loss`);
     - ``"hinge"``: max(0, 1 - z), the hinge loss of SLiC (Zhao et al. 2023); p unused;
-    - ``"robust"``: ((1 - p) f(z) - p f(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
+    - ``"robust"``: ((1 - p) L_sigma(z) - p L_sigma(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
       an unbiased estimate of the clean labels' loss from the noisy ones; p in [0, 0.5).
 
     Returns the mean over the B pairs. The formulas are TRL's (``DPOTrainer``'s loss).
