@@ -25,9 +25,9 @@ def sequence_logprob(token_logp, mask):
     ==========  ===========  ==========================================================
     argument    shape        meaning
     ==========  ===========  ==========================================================
-    token_logp  (B, T)       ``log pi(y_t | x, y_<t)`` of the tokens of B sequences,
-                             padded to length T
-    mask        (B, T)       1/True on the response tokens, 0/False on the prompt and the
+    token_logp  (B, L)       ``log pi(y_t | x, y_<t)`` of the tokens of B sequences,
+                             padded to length L
+    mask        (B, L)       1/True on the response tokens, 0/False on the prompt and the
                              padding (which may hold any value: it is ignored, and gets zero
                              gradient)
     returns     (B,)         the sum over each sequence's selected tokens (0 for a row
@@ -98,8 +98,8 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 
     It is the Bradley-Terry loss of the implicit rewards :func:`dpo_implicit_reward` of the
     chosen (``y_w``) and rejected (``y_l``) responses. When the policy equals the reference,
-    ``Delta = 0`` and the loss is ``log 2``; its gradient raises the chosen response's
-    log-probability and lowers the rejected one's, weighted by ``sigma(-beta Delta_i)`` (pairs the
+    ``h_theta = 0`` and the loss is ``log 2``; its gradient raises the chosen response's
+    log-probability and lowers the rejected one's, weighted by ``sigma(-beta h_theta^i)`` (pairs the
     implicit reward already orders correctly count less).
 
     ======================  ======  =============================================
@@ -134,10 +134,10 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     .. math::  L = \frac{1}{B} \sum_{i=1}^B \left(h_\theta^i - \frac{1}{2\beta}\right)^2
 
     with h_theta^i the log-ratio margin of :func:`dpo_loss` (here beta is IPO's tau). Where DPO's
-    loss keeps falling as Delta grows (preferences that are deterministic in the data push margins
+    loss keeps falling as h_theta grows (preferences that are deterministic in the data push margins
     to infinity), IPO's squared loss pulls every margin towards the finite target 1 / (2 beta). With
-    unlimited data and a complete policy class its optimum is pi_ref(y|x) exp(p(y > mu | x) / beta)
-    / Z(x), p(y > mu | x) the probability that y beats a completion of the sampling policy mu.
+    unlimited data and a complete policy class its optimum is pi_ref(y|x) exp(p(y > b | x) / beta)
+    / Z(x), p(y > b | x) the probability that y beats a completion of the sampling policy b.
 
     ======================  ======  =============================================
     argument                shape   meaning
@@ -164,14 +164,14 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 
 def dpo_loss_variant(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,
                      ref_rejected_logps, beta=0.1, loss_type="hinge", label_smoothing=0.0):
-    r"""Three of TRL's variants of the DPO loss, on the log-ratio margin Delta of :func:`dpo_loss`
-    (z = beta Delta, f(z) = -log sigma(z), p = ``label_smoothing``, the probability that a label
-    is flipped):
+    r"""Three of TRL's variants of the DPO loss, on the log-ratio margin h_theta of :func:`dpo_loss`
+    (z = beta h_theta, L_sigma(z) = -log sigma(z), p = p_flip = ``label_smoothing``, the
+    probability that a label is flipped):
 
-    - ``"sigmoid"``: (1 - p) f(z) + p f(-z), DPO's loss of labels flipped with probability p
-      (label smoothing, conservative DPO; p = 0 is :func:`dpo_loss`);
+    - ``"sigmoid"``: (1 - p) L_sigma(z) + p L_sigma(-z), DPO's loss of labels flipped with
+      probability p (label smoothing, conservative DPO; p = 0 is :func:`dpo_loss`);
     - ``"hinge"``: max(0, 1 - z), the hinge loss of SLiC (Zhao et al. 2023); p unused;
-    - ``"robust"``: ((1 - p) f(z) - p f(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
+    - ``"robust"``: ((1 - p) L_sigma(z) - p L_sigma(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
       an unbiased estimate of the clean labels' loss from the noisy ones; p in [0, 0.5).
 
     Returns the mean over the B pairs. The formulas are TRL's (``DPOTrainer``'s loss).
@@ -295,7 +295,7 @@ def train_dpo(sft, pairs, *, beta=0.1, loss_type="dpo", average_logps=False, epo
 
     ``history`` holds per step (means over the minibatch, before the step): ``loss``,
     ``chosen`` and ``rejected`` (log pi_theta, summed or averaged as trained), ``margin``
-    (beta times the log-ratio margin Delta), ``accuracy`` (fraction with Delta > 0).
+    (beta times the log-ratio margin h_theta), ``accuracy`` (fraction with h_theta > 0).
 
     Defined in: Direct preference optimisation, section DPO on the preference task.
     """

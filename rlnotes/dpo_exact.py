@@ -131,12 +131,12 @@ def kl_optimal_policy(ref_probs, r, beta):
 def length_averaged_optimum(ref_logp, r, beta, lengths, *, iters=200):
     r"""Where DPO with length-averaged log-probs ends up with unlimited data, on a complete
     policy class: the implicit reward is (beta / |y|) log(pi / pi_ref), and it matches r up to a
-    per-prompt constant c(x) when
+    per-prompt constant Lambda(x) when
 
-    .. math::  \pi(y \mid x) = \pi_{ref}(y \mid x) \exp\big(|y|\, (r(x, y) + c(x)) / \beta\big),
+    .. math::  \pi(y \mid x) = \pi_{ref}(y \mid x) \exp\big(|y|\, (r(x, y) + \Lambda(x)) / \beta\big),
 
-    with c(x) the unique value that makes the row sum to 1 (found by bisection; the sum
-    increases with c). Differs from pi* unless every completion has the same length.
+    with Lambda(x) the unique value that makes the row sum to 1 (found by bisection; the sum
+    increases with Lambda). Differs from pi* unless every completion has the same length.
 
     =========  ======  ============================================
     ref_logp   (X, Y)  log pi_ref(y | x)
@@ -225,8 +225,8 @@ def fit_tabular(space, ref_logits, counts, beta, *, loss_type="dpo", average=Fal
     r"""Minimise the DPO (or IPO) loss of the pairs in ``counts`` over the tabular policy's
     logits, starting at the reference, with full-batch Adam; returns the (X, Y) log pi_theta.
 
-    The loss is the count-weighted mean over pairs of -log sigma(beta Delta) (DPO) or
-    (Delta - 1 / (2 beta))^2 (IPO), Delta the log-ratio margin, with summed or (``average``)
+    The loss is the count-weighted mean over pairs of -log sigma(beta h_theta) (DPO) or
+    (h_theta - 1 / (2 beta))^2 (IPO), h_theta the log-ratio margin, with summed or (``average``)
     length-averaged log-probs.
 
     ==========  ========================  ===========================================
@@ -286,7 +286,7 @@ def implicit_reward_error(policy_logp, ref_logp, r, beta):
     r"""How far the implicit reward beta log(pi_theta / pi_ref) is from r up to a per-prompt
     constant: both are centred per prompt (pi_ref-weighted mean), and the result is the
     pi_ref-weighted root-mean-square difference, averaged over prompts. 0 means
-    beta log(pi_theta / pi_ref) = r + c(x) exactly.
+    beta log(pi_theta / pi_ref) = r + Lambda(x) exactly.
 
     Defined in: Direct preference optimisation, section Verified exactly.
     """

@@ -48,7 +48,7 @@ class PolicyWithValue(nn.Module):
 
 
 class RewardModel(nn.Module):
-    r"""A scalar reward r_phi(x, y): a TinyGPT backbone (a copy of the SFT model, as in
+    r"""A scalar reward r_psi(x, y): a TinyGPT backbone (a copy of the SFT model, as in
     Ouyang et al. 2022) read by a linear head at the completion's last token.
 
     ``forward(prompts, completions, mask) -> (B,)``.
@@ -57,7 +57,7 @@ class RewardModel(nn.Module):
     prompts         list of B lists   token ids
     completions     (B, L) long       right-padded completions
     mask            (B, L) 0/1        1 on the completion's tokens
-    returns         (B,)              r_phi(x, y) (plus ``offset``, see below)
+    returns         (B,)              r_psi(x, y) (plus ``offset``, see below)
     ==============  ================  ===============================================
 
     ``offset`` (a buffer, 0 at first) is subtracted from every score; ``normalise`` sets it to

@@ -39,13 +39,13 @@ def kl_penalised_rewards(score, logp, ref_logp, mask, beta):
     r"""Per-token rewards of RLHF: the KL penalty on every token, the score on the last one.
 
     .. math::  r_t = -\beta \left(\log \pi_\theta(y_t \mid s_t) - \log \pi_{ref}(y_t \mid s_t)\right)
-               + [t = T - 1]\, R_\phi(x, y)
+               + [t = |y| - 1]\, r_\psi(x, y)
 
     ========  ===========  =======================================================
-    score     (B,)         reward model's score R_phi(x, y) of each completion
+    score     (B,)         reward model's score r_psi(x, y) of each completion
     logp      (B, L)       log pi_theta of the sampled tokens (the sampling policy)
     ref_logp  (B, L)       log pi_ref of the same tokens
-    mask      (B, L) 0/1   1 on the completion's tokens; the last 1 is T - 1
+    mask      (B, L) 0/1   1 on the completion's tokens; the last 1 is |y| - 1
     beta      float >= 0   KL coefficient
     returns   (B, L)       r_t, 0 where mask is 0
     ========  ===========  =======================================================
@@ -74,7 +74,7 @@ def token_gae(rewards, values, mask, lam=0.95, gamma=1.0):
     r"""GAE over the tokens of right-padded completions, with ``rlnotes.returns.gae``.
 
     .. math::  \delta_t = r_t + \gamma V(s_{t+1}) - V(s_t), \quad
-               A_t = \delta_t + \gamma \lambda A_{t+1}, \quad V(s_T) = 0 \text{ (EOS ends it)}
+               A_t = \delta_t + \gamma \lambda A_{t+1}, \quad V(s_{|y|}) = 0 \text{ (EOS ends it)}
 
     ========  ============  ====================================================
     rewards   (B, L)        per-token rewards (``kl_penalised_rewards``)
@@ -95,7 +95,7 @@ def token_gae(rewards, values, mask, lam=0.95, gamma=1.0):
     m = mask.to(rewards.dtype)
     B = mask.shape[0]
     dones = torch.zeros_like(m)
-    dones[torch.arange(B, device=mask.device), last_index(mask)] = 1.0  # the episode ends at T - 1
+    dones[torch.arange(B, device=mask.device), last_index(mask)] = 1.0  # the episode ends at |y| - 1
     adv, ret = gae((rewards * m).T, (values.to(rewards.dtype) * m).T, dones.T,
                    torch.zeros(B, dtype=rewards.dtype, device=rewards.device), gamma, lam)
     return adv.T * m, ret.T * m

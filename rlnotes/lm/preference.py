@@ -4,15 +4,16 @@ whatever a word's sentiment.
 ``rlnotes.lm.PreferenceTask`` is this class. It keeps everything of
 :class:`rlnotes.lm.tasks.PreferenceTask` (prompts, demonstrations, vocabulary, sentiments: the
 SFT models and preference pairs are the same) and replaces its gold reward. The old one,
-:math:`\sum_v s_v\,(c_v - \kappa c_v(c_v-1)/2)`, rewarded many copies of a *negative* word
-(s_v h(c_v) > 0 once h(c_v) < 0: eight copies of the worst word scored +20). Here each copy of a
-word after the first costs :math:`\kappa |s_v|` per earlier copy, whatever the sign of s_v:
+:math:`\sum_v o_v\,(n_v - \chi n_v(n_v-1)/2)`, rewarded many copies of a *negative* word
+(o_v h(n_v) > 0 once h(n_v) < 0: eight copies of the worst word scored +20). Here each copy of a
+word after the first costs :math:`\chi |o_v|` per earlier copy, whatever the sign of o_v:
 
-.. math::  R(x, y) = \sum_v \Big(s_v c_v - \kappa |s_v| \frac{c_v (c_v - 1)}{2}\Big)
-               + \rho\, |\{v \in x : c_v > 0\}| - n_{bad}.
+.. math::  R^\star(x, y) = \sum_v \Big(o_v n_v - \chi |o_v| \frac{n_v (n_v - 1)}{2}\Big)
+               + \zeta\, |\{v \in x : n_v > 0\}| - n_{bad}.
 
 For a positive word this is the old reward (a second copy adds nothing, a third subtracts); for
-a negative word every further copy costs more. The class lives in its own module so that the
+a negative word every further copy costs more (chi is ``kappa``, zeta is ``rho`` in the code).
+The class lives in its own module so that the
 code of :mod:`rlnotes.lm.tasks`, part of the cache key of every cached SFT model (the GRPO
 chapters' addition models included), is unchanged.
 

@@ -149,11 +149,11 @@ class PreferenceTask:
     r"""Short "reviews" over a vocabulary of 16 words, with a hidden gold reward.
 
     A prompt is BOS, three words and ``>``; a completion is words then EOS (at most
-    ``max_new_tokens - 1`` words). Each word v has a hidden sentiment s_v (evenly spaced in
-    [-1, 1], shuffled by ``seed``). The gold reward of a completion with c_v copies of word v is
+    ``max_new_tokens - 1`` words). Each word v has a hidden sentiment o_v (evenly spaced in
+    [-1, 1], shuffled by ``seed``). The gold reward of a completion with n_v copies of word v is
 
-    .. math::  R(x, y) = \sum_v s_v\, h(c_v) + \rho\, |\{v \in x : c_v > 0\}| - n_{bad},
-               \qquad h(c) = c - \kappa \frac{c (c - 1)}{2}
+    .. math::  R^\star(x, y) = \sum_v o_v\, h(n_v) + \rho\, |\{v \in x : n_v > 0\}| - n_{bad},
+               \qquad h(n) = n - \kappa \frac{n (n - 1)}{2}
 
     diminishing (then negative) returns for repeating a word (kappa = 1 by default: a second copy
     adds nothing, a third subtracts), a bonus
@@ -163,8 +163,8 @@ class PreferenceTask:
     from them cannot know that repetition is punished, and a policy optimised against it learns
     to repeat the best word: reward over-optimisation.
 
-    This gold reward has a hole: for a word of negative sentiment, s_v h(c_v) > 0 once
-    h(c_v) < 0, so many copies of a negative word score high. The chapters use
+    This gold reward has a hole: for a word of negative sentiment, o_v h(n_v) > 0 once
+    h(n_v) < 0, so many copies of a negative word score high. The chapters use
     :class:`rlnotes.lm.preference.PreferenceTask` (``rlnotes.lm.PreferenceTask``), a subclass
     whose reward punishes repetition whatever the sign; this class is kept unchanged because the
     code of this module is part of the cache key of the cached SFT models.
