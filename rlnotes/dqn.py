@@ -414,13 +414,9 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
         tau, target_update_interval, max_grad_norm, standardize_obs, rng, generator,
         window=None, e_is=None):
     """DQN's loop, the chapter's pseudocode (the core of :func:`train`); yields the env
-    steps taken after each phase of acting then learning. ``epsilon(steps)``,
-    ``lr(steps)``: the schedules. Options: ``window`` (an :class:`NStepWindow`: n-step
-    transitions, bootstrapped with gamma^n) and ``e_is(steps)`` (prioritized replay's
-    importance exponent; None: uniform replay).
-
-    Defined in: Deep Q-networks, section DQN on CartPole.
-    """
+    steps after each phase. ``epsilon``, ``lr``: schedules; ``window``: n-step
+    transitions (:class:`NStepWindow`); ``e_is``: prioritized replay's importance exponent
+    (None: uniform). Defined in: Deep Q-networks, section DQN on CartPole."""
     N, n_actions = envs.num_envs, nets.layers[-1].out_features
     autoreset = np.zeros(N, dtype=bool)
     steps, updates, seen = 0, 0, []
@@ -443,7 +439,8 @@ def dqn(envs, obs, nets: QNetworks, buffer: ReplayBuffer, total_steps: int, *, e
             yield steps
             continue
         if updates == 0 and standardize_obs:  # once, from the data before learning
-            nets.fit_standardizer(torch.as_tensor(np.concatenate(seen)).float().to(buffer.device))
+            states = torch.as_tensor(np.concatenate(seen)).float()
+            nets.fit_standardizer(states.to(buffer.device))
         nets.optimizer.lr = lr(steps)
         # All the phase's minibatches in one draw, [s; s'] stacked for one forward pass
         idx, weights, (S, A, R, S2, D) = sample_minibatches(

@@ -170,7 +170,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
             score = score.to(m.device)
         old_logp, ref_logp, values = old_logp * m, ref_logp * m, values * m
         # 2. Per-token rewards, advantages and the critic's targets.
-        rewards = kl_penalised_rewards(score, old_logp, ref_logp, m, beta() if callable(beta) else beta)
+        beta_t = beta() if callable(beta) else beta  # or the adaptive controller's
+        rewards = kl_penalised_rewards(score, old_logp, ref_logp, m, beta_t)
         if advantage == "gae":
             adv, ret = token_gae(rewards, values, m, lam, gamma)
         else:

@@ -205,12 +205,12 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
 # --- the trainer ------------------------------------------------------------------------------
 
 
-def performance_difference(mdp, policy, new_policy, mu0) -> dict:
+def performance_difference(mdp, policy, new_policy, p0) -> dict:
     r"""Both sides of the performance-difference lemma, the surrogate and TRPO's lower bound,
     computed exactly on a tabular MDP (discount ``gamma < 1``).
 
     With :math:`\nu^{\pi}(s) = \sum_t \gamma^t \Pr(s_t = s \mid \pi)` the (unnormalised)
-    discounted visitation from the start distribution :math:`p_0` (``mu0``) and
+    discounted visitation from the start distribution :math:`p_0` (``p0``) and
     :math:`A^\pi = Q^\pi - V^\pi`:
 
     .. math::
@@ -224,7 +224,7 @@ def performance_difference(mdp, policy, new_policy, mu0) -> dict:
         A_{\max} = \max_{s, a} |A^\pi(s, a)|
 
     (Schulman et al. 2015, Theorem 1). ``policy`` and ``new_policy`` are (S, A) probability
-    matrices, ``mu0`` an (S,) probability vector. Returns a dict of floats: ``gain``
+    matrices, ``p0`` an (S,) probability vector. Returns a dict of floats: ``gain``
     (:math:`J(\pi') - J(\pi)`, from two exact policy evaluations), ``lemma`` (the right-hand
     side of the lemma), ``surrogate`` (:math:`L_\pi(\pi')`), ``max_kl``, ``C`` (:math:`C_\text{TRPO}`) and ``bound``
     (:math:`L - C_\text{TRPO} \max \mathrm{KL}`). Normalising :math:`\nu` to a distribution multiplies the
@@ -249,16 +249,16 @@ def performance_difference(mdp, policy, new_policy, mu0) -> dict:
     V = np.asarray(policy_evaluation(mdp, pi), dtype=np.float64)
     V_new = np.asarray(policy_evaluation(mdp, pi_new), dtype=np.float64)
     A = np.asarray(q_values(mdp, V), dtype=np.float64) - V[:, None]
-    d_new = discounted_visitation(mdp, pi_new, mu0)  # checks mu0
-    d_old = discounted_visitation(mdp, pi, mu0)
-    mu0 = np.asarray(mu0, dtype=np.float64)
+    d_new = discounted_visitation(mdp, pi_new, p0)  # checks p0
+    d_old = discounted_visitation(mdp, pi, p0)
+    p0 = np.asarray(p0, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(pi > 0, pi * (np.log(pi) - np.log(pi_new)), 0.0)
     max_kl = float(terms.sum(axis=1).max())
     gamma = float(mdp.gamma)
     C = 4.0 * float(np.abs(A).max()) * gamma / (1.0 - gamma) ** 2
     surrogate = float(d_old @ (pi_new * A).sum(axis=1))
-    return {"gain": float(mu0 @ (V_new - V)), "lemma": float(d_new @ (pi_new * A).sum(axis=1)),
+    return {"gain": float(p0 @ (V_new - V)), "lemma": float(d_new @ (pi_new * A).sum(axis=1)),
             "surrogate": surrogate, "max_kl": max_kl, "C": C, "bound": surrogate - C * max_kl}
 
 

@@ -230,8 +230,8 @@ def test_performance_difference_of_a_policy_with_itself():
     (lambda m, p, q, mu: ("not an mdp", p, q, mu), "mdp"),
     (lambda m, p, q, mu: (m, p[:, :2], q, mu), "policy"),
     (lambda m, p, q, mu: (m, p, q * 2, mu), "new_policy"),
-    (lambda m, p, q, mu: (m, p, q, mu[:-1]), "mu0"),
-    (lambda m, p, q, mu: (m, p, q, mu * 3), "mu0"),
+    (lambda m, p, q, mu: (m, p, q, mu[:-1]), "p0"),
+    (lambda m, p, q, mu: (m, p, q, mu * 3), "p0"),
 ])
 def test_performance_difference_rejects(change, name):
     mdp, softmax, theta, direction, mu0 = _pdl_setup(0)
