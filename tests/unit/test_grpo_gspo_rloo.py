@@ -18,17 +18,9 @@ import pytest
 import torch
 
 from rlnotes.grpo import group_advantages, grpo_loss, rloo_advantages
+from test_grpo_peers import batch  # the same random batch as the parity tests against TRL
 
 
-def batch(seed=0, B=8, T=7):
-    g = torch.Generator().manual_seed(seed)
-    logp = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2 - 0.05
-    old = logp + 0.3 * torch.randn(B, T, generator=g, dtype=torch.float64)
-    ref = logp + 0.3 * torch.randn(B, T, generator=g, dtype=torch.float64)
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    mask = (torch.arange(T)[None] < lengths[:, None]).double()
-    rewards = torch.randint(0, 2, (B,), generator=g).double()
-    return logp, old, ref, mask, rewards
 
 
 def trl_gspo_loss(logp, old, ref, adv, mask, eps, eps_high, beta, loss_type, max_completion_length):
