@@ -75,3 +75,57 @@ def test_progress_wraps_and_can_be_silenced(monkeypatch):
     bar = progress(range(5), desc="test")
     assert list(bar) == [0, 1, 2, 3, 4]
     assert bar.disable
+
+
+def _validated(x, n):
+    """A toy function with argument checks."""
+    if not isinstance(n, int):
+        raise ValueError("n must be an int")
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    elif n > 10:
+        raise ValueError("n must be <= 10")
+    x = _check_x(x)
+    total = 0
+    for i in range(n):
+        if i == 3:  # not a check: it does not raise
+            total += 1
+        total += x
+    if total > 100:
+        raise ValueError("overflow")  # a second run of checks
+    return total
+
+
+def _check_x(x):
+    if x is None:
+        raise ValueError("x must be a number")
+    return x
+
+
+def test_show_source_without_checks_keeps_the_algorithm():
+    full = show_source(_validated).source
+    shown = show_source(_validated, checks=False).source
+    assert "raise ValueError(\"n must" not in shown and "_check_x" not in shown
+    assert shown.count("argument checks omitted") == 2  # the first run, then the late check
+    for line in ("total = 0", "for i in range(n):", "if i == 3:", "total += x", "return total"):
+        assert line in shown
+    assert len(shown.splitlines()) == len(full.splitlines()) - 7  # 7 + 2 lines become 2
+    assert _validated(2, 4) == 9  # the function itself keeps its checks
+    with pytest.raises(ValueError):
+        _validated(2, 11)
+
+
+def _plain(x):
+    if x > 0:  # a branch that does not raise is code, not a check
+        x = -x
+    return x
+
+
+def test_show_source_without_checks_of_a_function_without_checks_is_unchanged():
+    assert show_source(_plain, checks=False).source == show_source(_plain).source
+
+
+@pytest.mark.parametrize("checks", [None, 0, "no"])
+def test_show_source_rejects_bad_checks(checks):
+    with pytest.raises(ValueError, match="checks"):
+        show_source(seed_everything, checks=checks)
