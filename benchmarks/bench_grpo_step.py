@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))  # the working tree's rlnotes
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
 from rlnotes.grpo import train_grpo  # noqa: E402
 from rlnotes.lm import AdditionTask, TinyGPT, sft_model  # noqa: E402
-from stats import provenance, summarize  # noqa: E402
+from stats import provenance, repo_command, summarize  # noqa: E402
 
 WORKLOAD = dict(task="AdditionTask(digits=2): 8,100 pairs, 1,000 held out, 15 tokens",
                 model="TinyGPT / GPT-2, 2 layers, 4 heads, width 128, context 16, 0.40 M parameters",
@@ -107,9 +107,8 @@ def main(argv=None):
             ap.error(f"--{name} must be >= {0 if name == 'warmup' else 1}")
     torch.set_num_threads(1)
     os.environ.setdefault("RLNOTES_PROGRESS", "0")
-    home = os.path.expanduser("~")
-    command = " ".join(["python", "benchmarks/bench_grpo_step.py"] + [
-        a.replace(str(ROOT) + os.sep, "").replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
+    command = repo_command("benchmarks/bench_grpo_step.py",
+                           sys.argv[1:] if argv is None else argv, ROOT)
     prov = provenance(command)
     task = AdditionTask()
     model, _ = sft_model(task, seed=0, steps=450)  # the GRPO chapter's SFT model

@@ -41,7 +41,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from harness import ALGOS, EVAL_EVERY, ENV_ID, IN_A_ROW, RL_ZOO, THRESHOLD  # noqa: E402
-from stats import provenance, summarize  # noqa: E402
+from stats import provenance, repo_command, summarize  # noqa: E402
 
 FULL = dict(seeds=list(range(100, 110)), budget=50_000, grpo_rounds=2, grpo_steps=40)
 QUICK = dict(seeds=[100, 101], budget=20_480, grpo_rounds=1, grpo_steps=20)
@@ -236,9 +236,8 @@ def main(argv=None) -> int:
     budget = args.budget or plan["budget"]
     out = Path(args.out) if args.out else ROOT / ("_build/peers-quick" if args.quick
                                                   else "benchmarks/results")
-    home = os.path.expanduser("~")
-    command = " ".join(["python", "benchmarks/peers/race.py"] + [
-        a.replace(str(ROOT) + os.sep, "").replace(home, "~") for a in (sys.argv[1:] if argv is None else argv)])
+    command = repo_command("benchmarks/peers/race.py",
+                           sys.argv[1:] if argv is None else argv, ROOT)
     t_start = time.perf_counter()
     status = 0
     if args.only in (None, "grpo"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -69,6 +70,18 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+_PEER_ENV = re.compile(r"\S*/(peers-(?:sb3|trl)-[^/\s]+)/")
+
+
+def repo_command(script: str, argv, root) -> str:
+    """The command line as the repository sees it: paths inside the repository relative to it,
+    and the peers' environments (made by ``make peers-env`` under the tools cache, outside the
+    repository) named ``$(TOOLS_CACHE)/peers-...``, so that no results file holds a path of
+    the machine that ran it."""
+    args = [a.replace(str(root) + os.sep, "") for a in argv]
+    return " ".join(["python", script] + [_PEER_ENV.sub(r"$(TOOLS_CACHE)/\1/", a) for a in args])
 
 
 def provenance(command: list[str] | str) -> dict:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(PEER_DIR))
 import harness  # noqa: E402
 import race  # noqa: E402
 import report  # noqa: E402
-from stats import separated, summarize  # noqa: E402
+from stats import repo_command, separated, summarize  # noqa: E402
 
 
 def test_summarize_median_interval_and_censoring():
@@ -209,3 +209,17 @@ def test_race_seeds_are_disjoint_from_every_recorded_sweep(tmp_path):
     assert race.sweep_overlap([0, 5, 100, 201])["dqn"] == [0, 5]
     assert race.sweep_overlap([201])["a2c"] == [201]
     assert race.sweep_overlap([1], tmp_path / "missing.json") == {}
+
+
+def test_repo_command_holds_no_path_of_the_machine(tmp_path):
+    root = tmp_path / "clone"
+    argv = ["--sb3-python", "/tmp/x/peers-sb3-2.9.2/bin/python",
+            "--trl-python", "/home/u/.cache/rlnotes/peers-trl-1.16.0/bin/python",
+            "--out", str(root / "benchmarks" / "results"), "--seeds", "100", "101"]
+    command = repo_command("benchmarks/peers/race.py", argv, root)
+    assert command == ("python benchmarks/peers/race.py"
+                       " --sb3-python $(TOOLS_CACHE)/peers-sb3-2.9.2/bin/python"
+                       " --trl-python $(TOOLS_CACHE)/peers-trl-1.16.0/bin/python"
+                       " --out benchmarks/results --seeds 100 101")
+    for path in ("/tmp/", "/home/", str(tmp_path)):
+        assert path not in command
