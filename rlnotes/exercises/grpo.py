@@ -152,28 +152,28 @@ def check_group_advantages_by_id(my_group_advantages_by_id):
 
 
 def _micro_batches(seed):
-    """K micro-batches of equal rows and unequal token counts, padding full of large garbage, the
+    """n_mb micro-batches of equal rows and unequal token counts, padding full of large garbage, the
     per-token losses on policy (ratio 1, no penalty) as functions of a logp that takes gradients."""
     g = torch.Generator().manual_seed(seed)
-    K, b, T = (4, 3, 6) if seed % 2 == 0 else (3, 5, 7)
-    lengths = torch.randint(1, T + 1, (K * b,), generator=g)
+    n_mb, b, L = (4, 3, 6) if seed % 2 == 0 else (3, 5, 7)
+    lengths = torch.randint(1, L + 1, (n_mb * b,), generator=g)
     lengths[:b] = 1  # a micro-batch of one-token completions: its own count differs a lot
-    lengths[b:2 * b] = T
-    mask = torch.arange(T)[None] < lengths[:, None]
-    adv = torch.randn(K * b, generator=g, dtype=torch.float64)
-    logp = (-torch.rand((K * b, T), generator=g, dtype=torch.float64)).requires_grad_(True)
-    garbage = 1e3 * torch.randn((K * b, T), generator=g, dtype=torch.float64)
-    return K, b, mask, adv, logp, garbage
+    lengths[b:2 * b] = L
+    mask = torch.arange(L)[None] < lengths[:, None]
+    adv = torch.randn(n_mb * b, generator=g, dtype=torch.float64)
+    logp = (-torch.rand((n_mb * b, L), generator=g, dtype=torch.float64)).requires_grad_(True)
+    garbage = 1e3 * torch.randn((n_mb * b, L), generator=g, dtype=torch.float64)
+    return n_mb, b, mask, adv, logp, garbage
 
 
 @check
 def check_micro_batch_losses(my_micro_batch_losses):
-    """``my_micro_batch_losses(per_token_chunks, mask_chunks)`` -> K scalar losses, one per
-    micro-batch, whose sum (the gradients accumulated over K backward passes) equals the
+    """``my_micro_batch_losses(per_token_chunks, mask_chunks)`` -> n_mb scalar losses, one per
+    micro-batch, whose sum (the gradients accumulated over n_mb backward passes) equals the
     token-level loss (``grpo_loss(loss_type="dapo")``) of the whole batch, value and gradient."""
     expect_own_work(my_micro_batch_losses, grpo.grpo_loss)
     for seed in range(3):
-        K, b, mask, adv, logp, garbage = _micro_batches(seed)
+        n_mb, b, mask, adv, logp, garbage = _micro_batches(seed)
         m = mask.double()
         # the per-token loss grpo_loss aggregates, on policy: -A * ratio, ratio = 1 with gradient
         per_token = -adv[:, None] * torch.exp(logp - logp.detach())
@@ -185,12 +185,12 @@ def check_micro_batch_losses(my_micro_batch_losses):
             losses = list(out)
         except TypeError:
             raise ExerciseFailed(f"my_micro_batch_losses returned a {type(out).__name__}: expected "
-                                 f"a list of {K} scalar losses.", "One loss per micro-batch.") from None
-        if len(losses) != K:
-            raise ExerciseFailed(f"{len(losses)} losses for {K} micro-batches.", "One loss per micro-batch.")
-        for k, loss in enumerate(losses):
+                                 f"a list of {n_mb} scalar losses.", "One loss per micro-batch.") from None
+        if len(losses) != n_mb:
+            raise ExerciseFailed(f"{len(losses)} losses for {n_mb} micro-batches.", "One loss per micro-batch.")
+        for j, loss in enumerate(losses):
             if not isinstance(loss, torch.Tensor) or loss.shape != () or not loss.requires_grad:
-                raise ExerciseFailed(f"Loss {k} is not a scalar tensor that carries the gradient.",
+                raise ExerciseFailed(f"Loss {j} is not a scalar tensor that carries the gradient.",
                                      "Build each loss from its chunk with torch operations.")
         got = sum(float(x.detach()) for x in losses)
         want = float(grpo.grpo_loss(logp.detach(), None, None, adv, mask, loss_type="dapo"))
@@ -202,15 +202,15 @@ def check_micro_batch_losses(my_micro_batch_losses):
             raise ExerciseFailed("Each micro-batch was divided by its own token count: "
                                  f"{format_mismatch(got, want)}.",
                                  "Every token of the whole batch weighs the same: divide each "
-                                 "micro-batch's sum by the token count of all K micro-batches.")
-        if np.isclose(got, own / K) and not np.isclose(own / K, want):
+                                 "micro-batch's sum by the token count of all n_mb micro-batches.")
+        if np.isclose(got, own / n_mb) and not np.isclose(own / n_mb, want):
             raise ExerciseFailed("The micro-batch means were averaged (each divided by its own token "
-                                 f"count, then by K): {format_mismatch(got, want)}.",
+                                 f"count, then by n_mb): {format_mismatch(got, want)}.",
                                  "That weighs a token of a short micro-batch more than one of a long "
                                  "micro-batch; divide by the token count of the whole batch.")
-        if np.isclose(got, want / K) and not np.isclose(want / K, want):
-            raise ExerciseFailed(f"The losses sum to 1/K of the batch's loss: {format_mismatch(got, want)}.",
-                                 "Gradients accumulate as a sum: do not divide by K as well.")
+        if np.isclose(got, want / n_mb) and not np.isclose(want / n_mb, want):
+            raise ExerciseFailed(f"The losses sum to 1/n_mb of the batch's loss: {format_mismatch(got, want)}.",
+                                 "Gradients accumulate as a sum: do not divide by n_mb as well.")
         if not np.isfinite(got):
             raise ExerciseFailed("The summed losses are NaN or infinite.",
                                  "Check for a division by zero, and select the real tokens with the mask.")

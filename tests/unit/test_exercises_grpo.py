@@ -165,7 +165,7 @@ def test_micro_batch_losses_check_accepts_correct(capsys):
 
 
 @pytest.mark.parametrize("wrong, words", [(micro_own_count, "its own token count"),
-                                          (micro_averaged, "averaged"), (micro_over_k, "1/K"),
+                                          (micro_averaged, "averaged"), (micro_over_k, "1/n_mb"),
                                           (micro_unmasked, "padded"), (micro_detached, "gradient"),
                                           (micro_calls_rlnotes, "rlnotes' own")])
 def test_micro_batch_losses_check_catches(wrong, words):

@@ -100,3 +100,26 @@ def test_group_forward_token_count():
     P, L, G, B = 7, 4, 8, 16  # prompt tokens, answer tokens, group size, prompts
     shared, separate = B * P + B * G * (L - 1), B * G * (P + L - 1)
     assert separate / shared > 2
+
+
+def test_gspo_range_drops_a_completion_that_ppo_range_keeps():
+    old_lp = torch.log(torch.tensor([[0.5, 0.4, 0.25, 0.6]]))
+    moved = old_lp + torch.log(torch.tensor([[1.05, 0.98, 1.6, 1.02]]))
+    grads = {}
+    for name, kw in {"ppo": {}, "gspo": dict(eps_low=3e-4, eps_high=4e-4)}.items():
+        lp = moved.clone().requires_grad_(True)
+        grpo.grpo_loss(lp, old_lp, None, torch.tensor([1.0]), torch.ones(1, 4), ratio_level="sequence", **kw).backward()
+        grads[name] = lp.grad[0]
+    assert (grads["ppo"] < 0).all() and torch.allclose(grads["ppo"], grads["ppo"][0].expand(4))
+    assert (grads["gspo"] == 0).all()
+    assert 1 + 4e-4 < 1.6 ** (1 / 1000) < 1.001  # one such token among 1,000 still leaves GSPO's range
+
+
+def test_process_by_hand_exercise_numbers():
+    step_rewards = torch.tensor([[0.0, 1.0], [1.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    adv = grpo.process_advantages(step_rewards, torch.tensor([[1, 3]] * 3), torch.ones(3, 4), 3, eps=0.0)
+    a, b = 1 / 3 / (4 / 15) ** 0.5, 2 / 3 / (4 / 15) ** 0.5  # right and wrong steps, normalised
+    want = torch.tensor([[a - b, a], [2 * a, a], [a - b, -b]], dtype=torch.float64).repeat_interleave(2, 1)
+    torch.testing.assert_close(adv, want)
+    outcome = grpo.group_advantages(step_rewards[:, -1] * step_rewards[:, 0], 3, eps=0.0)
+    torch.testing.assert_close(outcome[[0, 2]], torch.full((2,), -(1 / 3) ** 0.5, dtype=torch.float64))
