@@ -109,15 +109,26 @@ def reading(rl: dict, peer: dict, better: str, peer_name: str) -> str:
     return f"rlnotes {better}" if rl_wins else f"{peer_name} {better}"
 
 
+def _algos(algos) -> tuple:
+    """The algorithms a table shows, in the race's order; ``None`` for all of them."""
+    if algos is None:
+        return tuple(ALGO_NAMES)
+    if isinstance(algos, str) or not all(a in ALGO_NAMES for a in algos) or not algos:
+        raise ValueError(f"algos must be a non-empty sequence of {list(ALGO_NAMES)} or None, got {algos!r}")
+    return tuple(a for a in ALGO_NAMES if a in algos)
+
+
 def cartpole_table(data: dict, figures=("first", "three", "s_first", "cpu_first",
-                                        "steps_per_s")) -> str:
-    """rlnotes against SB3 per algorithm and figure: median [95% bootstrap interval]."""
+                                        "steps_per_s"), algos=None) -> str:
+    """rlnotes against SB3 per algorithm and figure: median [95% bootstrap interval]; ``algos``
+    limits the table to some algorithms (a chapter shows its own)."""
     if data.get("kind") != "cartpole":
         raise ValueError("data must be a cartpole results file")
+    algos = _algos(algos)
     budget = data["protocol"]["budget"]
     lines = ["| algorithm | figure | rlnotes | peer (RL-Zoo settings) | reading |",
              "| --- | --- | ---: | ---: | --- |"]
-    for algo in ("dqn", "ppo", "a2c", "trpo"):
+    for algo in algos:
         sides = data["summary"].get(algo)
         if not sides or "rlnotes" not in sides:
             continue
@@ -143,12 +154,14 @@ def cartpole_table(data: dict, figures=("first", "three", "s_first", "cpu_first"
             f"{_seed_text(seeds) if seeds else '-'} ({per_side} per side); a run that never reached 475 "
             f"within {budget:,} steps counts as beyond the budget. Steps are exact for a given "
             f"seed; times hold within this run only.")
-    return "\n".join(lines) + note + _changes_note(data)
+    return "\n".join(lines) + note + _changes_note(data, algos)
 
 
-def _changes_note(data: dict) -> str:
-    """A sentence naming rlnotes' hyperparameters that differ from the defaults, if any."""
-    changes = data.get("hyperparameters", {}).get("rlnotes_changes") or {}
+def _changes_note(data: dict, algos=tuple(ALGO_NAMES)) -> str:
+    """A sentence naming rlnotes' hyperparameters that differ from the defaults, if any, for the
+    algorithms ``algos`` a table shows."""
+    changes = {a: c for a, c in (data.get("hyperparameters", {}).get("rlnotes_changes") or {}).items()
+               if a in algos}
     if not changes:
         return ""
     return " rlnotes ran with changes to its defaults: " + "; ".join(
@@ -182,15 +195,16 @@ def bar_rows(data: dict) -> dict:
     return out
 
 
-def bar_table(data: dict) -> str:
+def bar_table(data: dict, algos=None) -> str:
     """The bar per algorithm: rlnotes reaches the first evaluation >= 475 in no more steps than
     the peer (medians), in at most half the peer's training time (ratio of the medians, wall
     clock; CPU beside it), and every seed holds three evaluations in a row."""
+    algos = _algos(algos)
     budget = data["protocol"]["budget"]
     lines = ["| algorithm | steps to first, rlnotes / peer | wall ratio (CPU ratio) "
              "| seeds holding 3 in a row, rlnotes / peer | bar |",
              "| --- | ---: | ---: | ---: | --- |"]
-    for algo in ("dqn", "ppo", "a2c", "trpo"):
+    for algo in algos:
         row = bar_rows(data).get(algo)
         if row is None:
             continue
@@ -206,17 +220,19 @@ def bar_table(data: dict) -> str:
                      f"{_num(row['peer_first'], 'steps', budget)} | {row['wall_ratio']:.2f} "
                      f"({row['cpu_ratio']:.2f}) | {row['held']} / {row['peer_held']} of {row['n']} "
                      f"| {verdict} |")
-    return "\n".join(lines) + ("\n\n" + _changes_note(data).strip() if _changes_note(data) else "")
+    changes = _changes_note(data, algos)
+    return "\n".join(lines) + ("\n\n" + changes.strip() if changes else "")
 
 
-def side_by_side(data: dict) -> str:
+def side_by_side(data: dict, algos=None) -> str:
     """One row per (algorithm, seed): rlnotes' figures beside the peer's."""
+    algos = _algos(algos)
     runs = {(r["algo"], r["library"], r["seed"]): r for r in data["runs"] if "error" not in r}
     lines = ["| algorithm | seed | first >= 475, rlnotes / peer | 3 in a row, rlnotes / peer "
              "| train s to first, rlnotes / peer | CPU s to first, rlnotes / peer |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     f = lambda x, d: "-" if x is None else format(x, d)  # noqa: E731
-    for algo in ("dqn", "ppo", "a2c", "trpo"):
+    for algo in algos:
         for seed in sorted({s for a, _, s in runs if a == algo}):
             a, b = runs.get((algo, "rlnotes", seed)), runs.get((algo, "sb3", seed))
             cells = []

@@ -191,6 +191,14 @@ def test_bar_table_says_met_or_by_how_much_missed():
     assert "missed: steps; wall ratio 0.80 > 0.5; 1 seed(s) never held 3 in a row" in trpo
     side = report.side_by_side(data)
     assert "| TRPO | 101 | 8,192 / 6,144 | - / 6,144 | 4.00 / 5.00 | 3.60 / 4.50 |" in side
+    # a chapter shows its own algorithm's rows
+    for render in (report.cartpole_table, report.bar_table, report.side_by_side):
+        only = render(data, algos=("trpo",))
+        assert "TRPO" in only and "A2C" not in only
+        assert render(data, algos=["a2c", "trpo"]).index("A2C") < render(data).index("TRPO")
+        for bad in ("trpo", (), ("sac",)):
+            with pytest.raises(ValueError, match="algos"):
+                render(data, algos=bad)
 
 
 def test_rlnotes_run_takes_hyperparameters_and_may_run_on():
