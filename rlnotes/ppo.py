@@ -100,12 +100,12 @@ def ppo_penalty_loss(logp, old_logp, advantages, kl, beta):
     """
     logp = check_logp(logp)
     old_logp = check_like(old_logp, "old_logp", logp, "logp")
-    adv = check_like(advantages, "advantages", logp, "logp")
+    advantages = check_like(advantages, "advantages", logp, "logp")
     require_float_tensor(kl, "kl")
     require_same_shape(kl, "kl", logp, "logp")
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     ratio = torch.exp(logp - old_logp)
-    return -(ratio * adv - beta * kl).mean()
+    return -(ratio * advantages - beta * kl).mean()
 
 
 def adapt_kl_coef(beta: float, kl: float, target_kl: float, *, factor: float = 2.0,

@@ -91,30 +91,32 @@ def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
 
 def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: float = 0.1,
                        tol: float = 1e-10) -> torch.Tensor:
-    r"""Solve ``(A + damping I) x = b`` for a symmetric positive semi-definite A known only
-    through ``matvec(v) = A v``: at most ``iters`` conjugate-gradient steps from x = 0,
+    r"""Solve ``U x = g`` with ``U = F + varsigma I``, for a symmetric positive semi-definite
+    F known only through ``matvec(v) = F v`` (the right-hand side g is the argument ``b``,
+    varsigma is ``damping``): at most ``iters`` conjugate-gradient steps from x_0 = 0, with
+    the residual g_k = g - U x_k (``g_k`` in the code) and the direction p_k,
 
-        alpha = r.r / p.(A + dI) p,  x += alpha p,  r -= alpha (A + dI) p,
-        p = r + (r_new.r_new / r.r) p,
+        alpha_k = g_k.g_k / p_k.U p_k,  x_{k+1} = x_k + alpha_k p_k,
+        g_{k+1} = g_k - alpha_k U p_k,  p_{k+1} = g_{k+1} + (g_{k+1}.g_{k+1} / g_k.g_k) p_k,
 
-    stopping early when ``r.r < tol``. In exact arithmetic CG solves an n-dimensional system in
-    n steps; TRPO runs about 10, which is enough for a good step direction. The damping keeps
-    the system well conditioned where the Fisher matrix is nearly singular.
+    stopping early when ``g_k.g_k < tol``. In exact arithmetic CG solves an n-dimensional
+    system in n steps; TRPO runs about 10, which is enough for a good step direction. The
+    damping keeps the system well conditioned where the Fisher matrix is nearly singular.
 
     ===========  ================  ================================================
     argument     shape             meaning
     ===========  ================  ================================================
-    matvec       (n,) -> (n,)      v -> A v
-    b            (n,)              the right-hand side (TRPO: the policy gradient g)
+    matvec       (n,) -> (n,)      v -> F v
+    b            (n,)              the right-hand side g (TRPO: the policy gradient)
     iters        int >= 1          the number of CG steps at most
-    damping      float > 0         d, added to A's diagonal
+    damping      float > 0         varsigma, added to F's diagonal
     returns      (n,)              x, in b's dtype and device
     ===========  ================  ================================================
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
     if not callable(matvec):
-        raise ValueError(f"matvec must be callable (v -> A v), got {matvec!r}")
+        raise ValueError(f"matvec must be callable (v -> F v), got {matvec!r}")
     if not torch.is_tensor(b) or b.ndim != 1 or not torch.is_floating_point(b):
         raise ValueError("b must be a 1-D floating-point tensor, got "
                          f"{tuple(b.shape) if torch.is_tensor(b) else type(b).__name__}")
@@ -122,19 +124,19 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: flo
     damping = check_positive(damping, "damping")
     tol = require_in_range(tol, "tol", 0.0, float("inf"))
     x = torch.zeros_like(b)
-    r = b.clone()
+    g_k = b.clone()  # the residual g - U x, with x = 0
     p = b.clone()
-    rr = torch.dot(r, r)
+    gg = torch.dot(g_k, g_k)
     for _ in range(iters):
-        if float(rr) < tol:
+        if float(gg) < tol:
             break
-        Ap = matvec(p) + damping * p
-        alpha = rr / torch.dot(p, Ap)
+        Up = matvec(p) + damping * p
+        alpha = gg / torch.dot(p, Up)
         x = x + alpha * p
-        r = r - alpha * Ap
-        rr_new = torch.dot(r, r)
-        p = r + (rr_new / rr) * p
-        rr = rr_new
+        g_k = g_k - alpha * Up
+        gg_new = torch.dot(g_k, g_k)
+        p = g_k + (gg_new / gg) * p
+        gg = gg_new
     return x
 
 
