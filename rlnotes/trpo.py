@@ -29,7 +29,7 @@ __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gra
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
               retain_graph: bool | None = None) -> torch.Tensor:
-    """The gradient of the scalar ``y`` with respect to ``params``, concatenated into one (P,)
+    """The gradient of the scalar ``y`` with respect to ``params``, concatenated into one (n,)
     vector (zeros for parameters ``y`` does not depend on).
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -45,15 +45,15 @@ def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> tor
     r"""``F v`` for the Fisher matrix F, the Hessian of the mean KL at the old policy, by double
     backpropagation: with ``g = grad_theta KL(pi_old || pi_theta)`` built with
     ``create_graph=True`` (:func:`flat_grad`), ``F v = grad_theta (g . v)``. It costs about two
-    backward passes and never forms the (P, P) matrix.
+    backward passes and never forms the (n, n) matrix.
 
     ===========  ======  ==========================================================
     argument     shape   meaning
     ===========  ======  ==========================================================
-    kl_grad      (P,)    ``flat_grad(mean_kl, params, create_graph=True)``
-    params       list    the policy's parameters (P numbers in all)
-    v            (P,)    the vector to multiply
-    returns      (P,)    F v
+    kl_grad      (n,)    ``flat_grad(mean_kl, params, create_graph=True)``
+    params       list    the policy's parameters (n numbers in all)
+    v            (n,)    the vector to multiply
+    returns      (n,)    F v
     ===========  ======  ==========================================================
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -66,12 +66,12 @@ def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> tor
 
 
 def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
-    r"""The explicit (P, P) Fisher matrix of a categorical policy network over the states
+    r"""The explicit (n, n) Fisher matrix of a categorical policy network over the states
     ``obs`` (B, d), one gradient per (state, action):
 
         F = (1/B) sum_s sum_a pi(a|s) grad log pi(a|s) grad log pi(a|s)^T.
 
-    Only for checking :func:`fisher_vector_product` on tiny networks: P^2 numbers and B * A
+    Only for checking :func:`fisher_vector_product` on tiny networks: n^2 numbers and B * A
     backward passes. ``net`` is an ``ActorCritic`` with Discrete actions.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -79,8 +79,8 @@ def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
     if not getattr(net, "discrete", False):
         raise ValueError("net must be an ActorCritic with a categorical (Discrete) policy")
     params = list(net.actor.parameters())
-    P = sum(p.numel() for p in params)
-    F = torch.zeros(P, P, dtype=params[0].dtype, device=params[0].device)
+    n = sum(p.numel() for p in params)
+    F = torch.zeros(n, n, dtype=params[0].dtype, device=params[0].device)
     for s in obs:
         logits = net.actor(s[None]).log_softmax(-1)[0]
         for a in range(logits.shape[0]):
@@ -173,9 +173,9 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
     ========================  ===============  ========================================
     argument                  type             meaning
     ========================  ===============  ========================================
-    objective                 (P,) -> float    the surrogate L(theta) (to be maximised)
-    kl                        (P,) -> float    the mean KL(pi_old || pi_theta)
-    theta0, full_step         (P,) tensors     the old parameters; the proposed step
+    objective                 (n,) -> float    the surrogate L(theta) (to be maximised)
+    kl                        (n,) -> float    the mean KL(pi_old || pi_theta)
+    theta0, full_step         (n,) tensors     the old parameters; the proposed step
     expected_improvement      float            g . full_step
     max_kl                    float > 0        kappa, the trust region's radius
     shrink                    float in (0, 1)  step factor per backtrack
