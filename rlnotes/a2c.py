@@ -273,8 +273,8 @@ def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam
     size ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each
     update.
 
-    Defined in: Actor-critic and generalised advantage estimation, section A2C: synchronous
-    advantage actor-critic.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
     N, obs_dim = obs.shape
     params = list(net.parameters())
