@@ -81,6 +81,28 @@ def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> 
     return G
 
 
+def _check_loss_args(logp, adv, values, returns, entropy, mask, vf_coef, ent_coef):
+    """:func:`a2c_loss`'s argument checks; returns ``(mask, vf_coef, ent_coef)`` cleaned (an
+    all-true mask for None)."""
+    for x, name in ((logp, "logp"), (adv, "adv"), (values, "values"), (returns, "returns"),
+                    (entropy, "entropy")):
+        if not torch.is_tensor(x) or x.ndim != 1:
+            raise ValueError(f"{name} must be a 1-d torch tensor (B,), got "
+                             f"{getattr(x, 'shape', type(x).__name__)}")
+        if x.shape != logp.shape:
+            raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got "
+                             f"{tuple(x.shape)}")
+    vf_coef = require_real(vf_coef, "vf_coef")
+    ent_coef = require_real(ent_coef, "ent_coef")
+    if vf_coef < 0 or ent_coef < 0:
+        raise ValueError(f"vf_coef and ent_coef must be >= 0, got {vf_coef} and {ent_coef}")
+    if mask is None:
+        mask = torch.ones_like(logp, dtype=torch.bool)
+    elif not torch.is_tensor(mask) or mask.shape != logp.shape:
+        raise ValueError(f"mask must be a tensor of shape {tuple(logp.shape)} or None")
+    return mask, vf_coef, ent_coef
+
+
 def a2c_loss(logp, adv, values, returns, entropy, mask=None, *, vf_coef: float = 0.5,
              ent_coef: float = 0.0):
     """The A2C loss of a batch and its parts, ``(loss, policy_loss, value_loss)``:
@@ -105,22 +127,8 @@ def a2c_loss(logp, adv, values, returns, entropy, mask=None, *, vf_coef: float =
     Defined in: Actor-critic and generalised advantage estimation,
     section A2C: synchronous advantage actor-critic.
     """
-    for x, name in ((logp, "logp"), (adv, "adv"), (values, "values"), (returns, "returns"),
-                    (entropy, "entropy")):
-        if not torch.is_tensor(x) or x.ndim != 1:
-            raise ValueError(f"{name} must be a 1-d torch tensor (B,), got "
-                             f"{getattr(x, 'shape', type(x).__name__)}")
-        if x.shape != logp.shape:
-            raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got "
-                             f"{tuple(x.shape)}")
-    vf_coef = require_real(vf_coef, "vf_coef")
-    ent_coef = require_real(ent_coef, "ent_coef")
-    if vf_coef < 0 or ent_coef < 0:
-        raise ValueError(f"vf_coef and ent_coef must be >= 0, got {vf_coef} and {ent_coef}")
-    if mask is None:
-        mask = torch.ones_like(logp, dtype=torch.bool)
-    elif not torch.is_tensor(mask) or mask.shape != logp.shape:
-        raise ValueError(f"mask must be a tensor of shape {tuple(logp.shape)} or None")
+    mask, vf_coef, ent_coef = _check_loss_args(logp, adv, values, returns, entropy, mask,
+                                               vf_coef, ent_coef)
     policy_loss = -masked_mean(logp * adv.detach(), mask)
     value_loss = masked_mean((returns.detach() - values).pow(2), mask)
     loss = policy_loss + vf_coef * value_loss
@@ -265,8 +273,8 @@ def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam
     size ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each
     update.
 
-    Defined in: Actor-critic and generalised advantage estimation, section A2C on
-    CartPole.
+    Defined in: Actor-critic and generalised advantage estimation,
+    section A2C: synchronous advantage actor-critic.
     """
     N, obs_dim = obs.shape
     params = list(net.parameters())

@@ -387,8 +387,9 @@ def gaussian_score_estimates(mu, std, reward_fn, num_samples: int, *, seed: int 
         raise ValueError(f"mu must be a finite (k,) vector, got shape {mu.shape}")
     if not callable(reward_fn):
         raise ValueError(f"reward_fn must be callable, got {reward_fn!r}")
-    M = require_int(num_samples, "num_samples", minimum=1)
+    num_samples = require_int(num_samples, "num_samples", minimum=1)
     baseline = require_real(baseline, "baseline")
+    M = num_samples
     rng = np.random.default_rng(require_int(seed, "seed", minimum=0))
     a = mu + std * rng.standard_normal((M, mu.size))
     r = np.asarray(reward_fn(a), dtype=np.float64)
@@ -437,7 +438,8 @@ def gaussian_pathwise_estimates(mu, std, reward_grad_fn, num_samples: int, *,
         raise ValueError(f"std must be > 0 (a standard deviation), got {std!r}")
     if not callable(reward_grad_fn):
         raise ValueError(f"reward_grad_fn must be callable, got {reward_grad_fn!r}")
-    M = require_int(num_samples, "num_samples", minimum=1)
+    num_samples = require_int(num_samples, "num_samples", minimum=1)
+    M = num_samples
     rng = np.random.default_rng(require_int(seed, "seed", minimum=0))
     z = rng.standard_normal((M, mu.size))
     g = np.asarray(reward_grad_fn(mu + std * z), dtype=np.float64)

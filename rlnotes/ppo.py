@@ -100,12 +100,12 @@ def ppo_penalty_loss(logp, old_logp, advantages, kl, beta):
     """
     logp = check_logp(logp)
     old_logp = check_like(old_logp, "old_logp", logp, "logp")
-    adv = check_like(advantages, "advantages", logp, "logp")
+    advantages = check_like(advantages, "advantages", logp, "logp")
     require_float_tensor(kl, "kl")
     require_same_shape(kl, "kl", logp, "logp")
     beta = require_in_range(beta, "beta", 0.0, float("inf"))
     ratio = torch.exp(logp - old_logp)
-    return -(ratio * adv - beta * kl).mean()
+    return -(ratio * advantages - beta * kl).mean()
 
 
 def adapt_kl_coef(beta: float, kl: float, target_kl: float, *, factor: float = 2.0,
@@ -461,18 +461,29 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
                 logp_all, _ = net.log_prob(obs, actions)
                 if float(kl_k3(old_logp, logp_all).mean()) > target_kl:
                     break
-    with torch.no_grad():
-        logp_all, entropy = net.log_prob(obs, actions)
-        ratio = torch.exp(logp_all - old_logp)
-        stats = {"epochs": epochs,
-                 "approx_kl": float(kl_k3(old_logp, logp_all).mean()),
-                 "clip_fraction": (float(((ratio - 1.0).abs() > clip_eps).float().mean())
-                                   if clip_eps is not None else float("nan")),
-                 "entropy": float(entropy.mean()),
-                 "pg_loss": float(pg_loss), "v_loss": float(v_loss)}
-        if log_ratios:
-            adv = adv_all
-            if norm_adv and B > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            stats.update(_ratio_stats(ratio, adv, clip_eps))
-        return stats
+    return _update_stats(net, batch, epochs, pg_loss, v_loss, clip_eps=clip_eps,
+                         norm_adv=norm_adv, kl_k3=kl_k3, log_ratios=log_ratios)
+
+
+@torch.no_grad()
+def _update_stats(net, batch, epochs, pg_loss, v_loss, *, clip_eps, norm_adv, kl_k3,
+                  log_ratios):
+    """The diagnostics of one PPO update (:func:`_ppo_epochs`), measured on the whole batch
+    after its last epoch: the k3 KL estimate to the old policy, the clip fraction, the
+    entropy and the last minibatch's losses (and, with ``log_ratios``, the ratio
+    statistics of :func:`_ratio_stats`)."""
+    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logp"]
+    logp_all, entropy = net.log_prob(obs, actions)
+    ratio = torch.exp(logp_all - old_logp)
+    stats = {"epochs": epochs,
+             "approx_kl": float(kl_k3(old_logp, logp_all).mean()),
+             "clip_fraction": (float(((ratio - 1.0).abs() > clip_eps).float().mean())
+                               if clip_eps is not None else float("nan")),
+             "entropy": float(entropy.mean()),
+             "pg_loss": float(pg_loss), "v_loss": float(v_loss)}
+    if log_ratios:
+        adv = batch["adv"]
+        if norm_adv and len(adv) > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        stats.update(_ratio_stats(ratio, adv, clip_eps))
+    return stats

@@ -172,6 +172,40 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     return policy
 
 
+def _play_episodes(envs, net, steps, total_steps, seed, generator, on_step):
+    """One batch of :func:`reinforce`: reset every env and play one whole episode in each
+    with the stochastic policy of ``net`` (the rollout ends when all have ended). Returns
+    ``(rollout, mask, steps)``: the :class:`~rlnotes.deeprl.rollout.Rollout`, the (T, N)
+    bool mask of the steps that belong to each env's episode, and the env steps counted so
+    far (``N`` per vector step, including the steps of envs whose episode had ended).
+    ``on_step(steps)`` is called after every vector step; when it returns True, or the
+    budget ``total_steps`` runs out before every episode ended, the rollout and mask are
+    None (a cut batch is not learned from).
+
+    Defined in: Policy gradients, section REINFORCE on CartPole.
+    """
+    N, stop = envs.num_envs, False
+    obs, _ = envs.reset(seed=seed) if steps == 0 else envs.reset()
+    active = np.ones(N, dtype=bool)  # the env's first episode is still running
+
+    def until(done):
+        nonlocal steps, stop
+        steps += N
+        np.logical_and(active, ~done, out=active)
+        stop = on_step(steps)
+        return stop or not active.any() or steps >= total_steps
+
+    T_max = -(-(total_steps - steps) // N)  # vector steps left in the budget
+    ro, _, _ = collect_rollout(envs, net, np.asarray(obs, dtype=np.float32),
+                               np.zeros(N, dtype=bool), T_max, generator, until=until)
+    if stop or active.any():
+        return None, None, steps
+    done = ro.terminated | ro.truncated
+    mask = np.ones_like(done)  # step t belongs to the env's first episode
+    mask[1:] = ~np.logical_or.accumulate(done, axis=0)[:-1]
+    return ro, mask, steps
+
+
 def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_coef,
               normalize_advantages, max_grad_norm, seed, generator, on_step):
     """REINFORCE's loop, the chapter's pseudocode (the core of :func:`train`): each env
@@ -182,27 +216,15 @@ def reinforce(envs, net, opt, params, total_steps, *, psi, baseline, gamma, vf_c
 
     Defined in: Policy gradients, section REINFORCE on CartPole.
     """
-    N, steps, stop = envs.num_envs, 0, False
+    N, steps = envs.num_envs, 0
     tensor = partial(torch.as_tensor, device=params[0].device)
-    while steps < total_steps and not stop:
-        obs, _ = envs.reset(seed=seed) if steps == 0 else envs.reset()
-        active = np.ones(N, dtype=bool)  # the env's first episode is still running
-
-        def until(done):
-            nonlocal steps, stop
-            steps += N
-            np.logical_and(active, ~done, out=active)
-            stop = on_step(steps)
-            return stop or not active.any() or steps >= total_steps
-
-        T_max = -(-(total_steps - steps) // N)  # vector steps left in the budget
-        ro, _, _ = collect_rollout(envs, net, np.asarray(obs, dtype=np.float32),
-                                   np.zeros(N, dtype=bool), T_max, generator, until=until)
-        if stop or active.any():
+    while steps < total_steps:
+        # one whole episode per env; mask (T, N): step t belongs to env n's episode
+        ro, mask, steps = _play_episodes(envs, net, steps, total_steps, seed, generator,
+                                        on_step)
+        if ro is None:
             break  # the budget (or on_step) cut the batch: it is not used
         done = ro.terminated | ro.truncated
-        mask = np.ones_like(done)  # step t belongs to the env's first episode
-        mask[1:] = ~np.logical_or.accumulate(done, axis=0)[:-1]
         R = np.where(mask, ro.rewards, 0.0)
         T, t_end = len(R), np.argmax(mask & done, axis=0)  # the step each episode ended
         if baseline == "value":  # a time limit: add gamma V(s_trunc) to the last reward

@@ -29,7 +29,7 @@ __all__ = ["flat_grad", "fisher_vector_product", "fisher_matrix", "conjugate_gra
 
 def flat_grad(y: torch.Tensor, params, *, create_graph: bool = False,
               retain_graph: bool | None = None) -> torch.Tensor:
-    """The gradient of the scalar ``y`` with respect to ``params``, concatenated into one (P,)
+    """The gradient of the scalar ``y`` with respect to ``params``, concatenated into one (n,)
     vector (zeros for parameters ``y`` does not depend on).
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -45,15 +45,15 @@ def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> tor
     r"""``F v`` for the Fisher matrix F, the Hessian of the mean KL at the old policy, by double
     backpropagation: with ``g = grad_theta KL(pi_old || pi_theta)`` built with
     ``create_graph=True`` (:func:`flat_grad`), ``F v = grad_theta (g . v)``. It costs about two
-    backward passes and never forms the (P, P) matrix.
+    backward passes and never forms the (n, n) matrix.
 
     ===========  ======  ==========================================================
     argument     shape   meaning
     ===========  ======  ==========================================================
-    kl_grad      (P,)    ``flat_grad(mean_kl, params, create_graph=True)``
-    params       list    the policy's parameters (P numbers in all)
-    v            (P,)    the vector to multiply
-    returns      (P,)    F v
+    kl_grad      (n,)    ``flat_grad(mean_kl, params, create_graph=True)``
+    params       list    the policy's parameters (n numbers in all)
+    v            (n,)    the vector to multiply
+    returns      (n,)    F v
     ===========  ======  ==========================================================
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -66,12 +66,12 @@ def fisher_vector_product(kl_grad: torch.Tensor, params, v: torch.Tensor) -> tor
 
 
 def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
-    r"""The explicit (P, P) Fisher matrix of a categorical policy network over the states
+    r"""The explicit (n, n) Fisher matrix of a categorical policy network over the states
     ``obs`` (B, d), one gradient per (state, action):
 
         F = (1/B) sum_s sum_a pi(a|s) grad log pi(a|s) grad log pi(a|s)^T.
 
-    Only for checking :func:`fisher_vector_product` on tiny networks: P^2 numbers and B * A
+    Only for checking :func:`fisher_vector_product` on tiny networks: n^2 numbers and B * A
     backward passes. ``net`` is an ``ActorCritic`` with Discrete actions.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -79,8 +79,8 @@ def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
     if not getattr(net, "discrete", False):
         raise ValueError("net must be an ActorCritic with a categorical (Discrete) policy")
     params = list(net.actor.parameters())
-    P = sum(p.numel() for p in params)
-    F = torch.zeros(P, P, dtype=params[0].dtype, device=params[0].device)
+    n = sum(p.numel() for p in params)
+    F = torch.zeros(n, n, dtype=params[0].dtype, device=params[0].device)
     for s in obs:
         logits = net.actor(s[None]).log_softmax(-1)[0]
         for a in range(logits.shape[0]):
@@ -91,30 +91,32 @@ def fisher_matrix(net, obs: torch.Tensor) -> torch.Tensor:
 
 def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: float = 0.1,
                        tol: float = 1e-10) -> torch.Tensor:
-    r"""Solve ``(A + damping I) x = b`` for a symmetric positive semi-definite A known only
-    through ``matvec(v) = A v``: at most ``iters`` conjugate-gradient steps from x = 0,
+    r"""Solve ``U x = g`` with ``U = F + varsigma I``, for a symmetric positive semi-definite
+    F known only through ``matvec(v) = F v`` (the right-hand side g is the argument ``b``,
+    varsigma is ``damping``): at most ``iters`` conjugate-gradient steps from x_0 = 0, with
+    the residual g_k = g - U x_k (``g_k`` in the code) and the direction p_k,
 
-        alpha = r.r / p.(A + dI) p,  x += alpha p,  r -= alpha (A + dI) p,
-        p = r + (r_new.r_new / r.r) p,
+        alpha_k = g_k.g_k / p_k.U p_k,  x_{k+1} = x_k + alpha_k p_k,
+        g_{k+1} = g_k - alpha_k U p_k,  p_{k+1} = g_{k+1} + (g_{k+1}.g_{k+1} / g_k.g_k) p_k,
 
-    stopping early when ``r.r < tol``. In exact arithmetic CG solves an n-dimensional system in
-    n steps; TRPO runs about 10, which is enough for a good step direction. The damping keeps
-    the system well conditioned where the Fisher matrix is nearly singular.
+    stopping early when ``g_k.g_k < tol``. In exact arithmetic CG solves an n-dimensional
+    system in n steps; TRPO runs about 10, which is enough for a good step direction. The
+    damping keeps the system well conditioned where the Fisher matrix is nearly singular.
 
     ===========  ================  ================================================
     argument     shape             meaning
     ===========  ================  ================================================
-    matvec       (n,) -> (n,)      v -> A v
-    b            (n,)              the right-hand side (TRPO: the policy gradient g)
+    matvec       (n,) -> (n,)      v -> F v
+    b            (n,)              the right-hand side g (TRPO: the policy gradient)
     iters        int >= 1          the number of CG steps at most
-    damping      float > 0         d, added to A's diagonal
+    damping      float > 0         varsigma, added to F's diagonal
     returns      (n,)              x, in b's dtype and device
     ===========  ================  ================================================
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
     if not callable(matvec):
-        raise ValueError(f"matvec must be callable (v -> A v), got {matvec!r}")
+        raise ValueError(f"matvec must be callable (v -> F v), got {matvec!r}")
     if not torch.is_tensor(b) or b.ndim != 1 or not torch.is_floating_point(b):
         raise ValueError("b must be a 1-D floating-point tensor, got "
                          f"{tuple(b.shape) if torch.is_tensor(b) else type(b).__name__}")
@@ -122,19 +124,19 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: flo
     damping = check_positive(damping, "damping")
     tol = require_in_range(tol, "tol", 0.0, float("inf"))
     x = torch.zeros_like(b)
-    r = b.clone()
+    g_k = b.clone()  # the residual g - U x, with x = 0
     p = b.clone()
-    rr = torch.dot(r, r)
+    gg = torch.dot(g_k, g_k)
     for _ in range(iters):
-        if float(rr) < tol:
+        if float(gg) < tol:
             break
-        Ap = matvec(p) + damping * p
-        alpha = rr / torch.dot(p, Ap)
+        Up = matvec(p) + damping * p
+        alpha = gg / torch.dot(p, Up)
         x = x + alpha * p
-        r = r - alpha * Ap
-        rr_new = torch.dot(r, r)
-        p = r + (rr_new / rr) * p
-        rr = rr_new
+        g_k = g_k - alpha * Up
+        gg_new = torch.dot(g_k, g_k)
+        p = g_k + (gg_new / gg) * p
+        gg = gg_new
     return x
 
 
@@ -171,9 +173,9 @@ def line_search(objective, kl, theta0: torch.Tensor, full_step: torch.Tensor,
     ========================  ===============  ========================================
     argument                  type             meaning
     ========================  ===============  ========================================
-    objective                 (P,) -> float    the surrogate L(theta) (to be maximised)
-    kl                        (P,) -> float    the mean KL(pi_old || pi_theta)
-    theta0, full_step         (P,) tensors     the old parameters; the proposed step
+    objective                 (n,) -> float    the surrogate L(theta) (to be maximised)
+    kl                        (n,) -> float    the mean KL(pi_old || pi_theta)
+    theta0, full_step         (n,) tensors     the old parameters; the proposed step
     expected_improvement      float            g . full_step
     max_kl                    float > 0        kappa, the trust region's radius
     shrink                    float in (0, 1)  step factor per backtrack

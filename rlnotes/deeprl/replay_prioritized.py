@@ -58,14 +58,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         the (batch_size,) importance weights (|D| P(i))^(-e_IS) / max_k (|D| P(k))^(-e_IS),
         e_IS = ``importance_exponent`` (1 undoes the bias fully; 0 ignores it)."""
         batch_size = require_int(batch_size, "batch_size", minimum=1)
-        e_is = require_in_range(importance_exponent, "importance_exponent", 0.0, 1.0)
+        importance_exponent = require_in_range(importance_exponent, "importance_exponent",
+                                               0.0, 1.0)
         if self.size == 0:
             raise ValueError("the buffer is empty: add transitions before sampling")
         p = self.priorities[:self.size] ** self.priority_exponent
         probs = p / p.sum()
         idx = torch.multinomial(probs, batch_size, replacement=True, generator=generator)
         # the largest weight belongs to the least likely transition
-        weights = (probs[idx] / probs.min()) ** (-e_is)
+        weights = (probs[idx] / probs.min()) ** (-importance_exponent)
         rows = self.data[idx]
         return idx, weights, tuple(self._view(rows, name) for name in
                                    ("obs", "actions", "rewards", "next_obs", "terminated"))

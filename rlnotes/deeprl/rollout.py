@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -248,44 +249,41 @@ def collect_rollout(envs, net, obs: np.ndarray, autoreset: np.ndarray, num_steps
     Defined in: Actor-critic and generalised advantage estimation, section A2C:
     synchronous advantage actor-critic.
     """
-    T = require_int(num_steps, "num_steps", minimum=1)
+    require_int(num_steps, "num_steps", minimum=1)
     first = next(net.parameters())
     dtype, device = first.dtype, (device if device is not None else first.device)
+    as_tensor = partial(torch.as_tensor, dtype=dtype, device=device)
     space = envs.single_action_space
     low, high = getattr(space, "low", None), getattr(space, "high", None)
-    rows = {k: [] for k in ("obs", "actions", "logp", "values", "rewards", "terminated",
-                            "truncated", "valid")}
-    for t in range(T):
-        actions, logp, values = net.act(torch.as_tensor(obs, dtype=dtype, device=device),
-                                        generator)
-        actions = _numpy(actions)
-        rows["obs"].append(obs)
-        rows["actions"].append(actions)
-        rows["logp"].append(_numpy(logp))
-        rows["values"].append(_numpy(values))
-        rows["valid"].append(~autoreset)
+    rows = []
+    for _ in range(num_steps):
+        actions, logp, values = map(_numpy, net.act(as_tensor(obs), generator))
         env_actions = actions if net.discrete else np.clip(actions, low, high)
-        obs, rewards, terminated, truncated, _ = envs.step(env_actions)
-        obs = np.asarray(obs, dtype=np.float32)
-        rows["rewards"].append(rewards)
-        rows["terminated"].append(terminated)
-        rows["truncated"].append(truncated)
+        next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
+        valid = ~autoreset  # False on the autoreset step after an episode's end
+        rows.append((obs, actions, logp, values, rewards, terminated, truncated, valid))
+        obs = np.asarray(next_obs, dtype=np.float32)
         autoreset = np.logical_or(terminated, truncated)
         if until is not None and until(autoreset):
             break
-    # rewards keep the env's dtype; the advantages compute in the networks' float32
+    last_value = None
+    if values is not None:  # the acting policy has a critic: V of the last observation
+        with torch.no_grad():
+            last_value = _numpy(net.value(as_tensor(obs)))
+    return _stack_rows(rows, obs, last_value), obs, autoreset
+
+
+def _stack_rows(rows, last_obs, last_value) -> Rollout:
+    """The :class:`Rollout` of :func:`collect_rollout`'s per-step rows: each field stacked
+    to (T, N, ...); rewards keep the env's dtype, the rest the networks' float32 or bool."""
     dtypes = {"obs": np.float32, "logp": np.float32, "values": np.float32,
               "terminated": bool, "truncated": bool, "valid": bool}
-    out = {k: (None if v[0] is None else np.stack(v).astype(dtypes.get(k, v[0].dtype),
-                                                          copy=False))
-           for k, v in rows.items()}
-    last_value = None
-    if out["values"] is not None:
-        with torch.no_grad():
-            obs_t = torch.as_tensor(obs, dtype=dtype, device=device)
-            last_value = _numpy(net.value(obs_t))
-    rollout = Rollout(**out, last_obs=obs, last_value=last_value)
-    return rollout, obs, autoreset
+    names = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid")
+    out = {}
+    for k, column in zip(names, zip(*rows)):
+        out[k] = (None if column[0] is None else
+                  np.stack(column).astype(dtypes.get(k, column[0].dtype), copy=False))
+    return Rollout(**out, last_obs=last_obs, last_value=last_value)
 
 
 def rollout_advantages(rollout: Rollout, gamma: float, lam: float):

@@ -61,11 +61,12 @@ def check_conjugate_gradient(my_conjugate_gradient):
             raise ExerciseFailed(
                 f"With {3 * n} steps on a {n}x{n} system, x is off the direct solve by "
                 f"{np.abs(got - direct).max():.3g}.",
-                "alpha = (r.r) / (p.Ap); r_new = r - alpha Ap; beta = (r_new.r_new)/(r.r); "
-                "p = r_new + beta p. Check which residual each dot product uses.")
+                "alpha = (g.g) / (p.Up); g_new = g - alpha Up; beta = (g_new.g_new)/(g.g); "
+                "p = g_new + beta p, with g the residual. Check which residual each dot "
+                "product uses.")
         if len(calls) > 3 * n + 1:
             raise ExerciseFailed(f"matvec was called {len(calls)} times for {3 * n} steps.",
-                                 "One product A p per step is all CG needs.")
+                                 "One product U p per step is all CG needs.")
     # after 2 steps: the same iterate as rlnotes' CG (CG is defined step by step)
     A, b = _system(3, 10)
     got = _array(my_conjugate_gradient(lambda v: A @ v, b.clone(), 2), "the solution", (10,))
@@ -147,21 +148,22 @@ def check_clipped_surrogate(my_clipped_surrogate):
 
 
 def _pcg_reference(A: torch.Tensor, b: torch.Tensor, diag: torch.Tensor, iters: int):
-    """Jacobi-preconditioned CG from x = 0 (M = diag(diag)), ``iters`` steps."""
+    """Jacobi-preconditioned CG on ``A x = b`` from x = 0 (preconditioner diag(diag)),
+    ``iters`` steps; ``g`` is the residual b - A x, ``z`` the preconditioned one."""
     x = torch.zeros_like(b)
-    r = b.clone()
-    z = r / diag
+    g = b.clone()
+    z = g / diag
     p = z.clone()
-    rz = r @ z
+    gz = g @ z
     for _ in range(iters):
         Ap = A @ p
-        alpha = rz / (p @ Ap)
+        alpha = gz / (p @ Ap)
         x = x + alpha * p
-        r = r - alpha * Ap
-        z = r / diag
-        rz_new = r @ z
-        p = z + (rz_new / rz) * p
-        rz = rz_new
+        g = g - alpha * Ap
+        z = g / diag
+        gz_new = g @ z
+        p = z + (gz_new / gz) * p
+        gz = gz_new
     return x
 
 
@@ -201,16 +203,16 @@ def check_preconditioned_cg(my_preconditioned_cg):
             if np.allclose(got, plain, rtol=1e-6, atol=1e-9):
                 raise ExerciseFailed(
                     f"After {iters} steps your x is plain conjugate gradient's iterate.",
-                    "Use the preconditioned residual z = r / diag: p starts at z, alpha = (r.z) "
-                    "/ (p.Ap), beta = (r_new.z_new) / (r.z), p = z_new + beta p.")
+                    "Use the preconditioned residual z = g / diag: p starts at z, alpha = (g.z) "
+                    "/ (p.Up), beta = (g_new.z_new) / (g.z), p = z_new + beta p.")
             raise ExerciseFailed(
                 f"After {iters} steps on a {n}x{n} system your x is off preconditioned CG's "
                 f"iterate by {np.abs(got - expected).max():.3g}.",
-                "z = r / diag; p = z; alpha = (r.z) / (p.Ap); x += alpha p; r -= alpha Ap; "
-                "z_new = r / diag; beta = (r.z)_new / (r.z); p = z_new + beta p.")
+                "z = g / diag; p = z; alpha = (g.z) / (p.Up); x += alpha p; g -= alpha Up; "
+                "z_new = g / diag; beta = (g.z)_new / (g.z); p = z_new + beta p.")
         if len(calls) > iters + 1:
             raise ExerciseFailed(f"matvec was called {len(calls)} times for {iters} steps.",
-                                 "One product A p per step is all CG needs.")
+                                 "One product U p per step is all CG needs.")
         full = _array(my_preconditioned_cg(lambda v, A=A: A @ v, b.clone(), diag.clone(),
                                            3 * n), "the solution", (n,))
         direct = torch.linalg.solve(A, b).numpy()

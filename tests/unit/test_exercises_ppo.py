@@ -116,7 +116,7 @@ def test_pcg_registered_and_correct_passes(capsys):
 
 def test_pcg_mistakes_fail():
     fails_with(check_preconditioned_cg, lambda matvec, b, diag, iters: cg_ok(matvec, b, iters),
-               "z = r / diag")
+               "z = g / diag")
 
     def beta_unpreconditioned(matvec, b, diag, iters):
         x = torch.zeros_like(b)
