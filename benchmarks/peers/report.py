@@ -195,6 +195,21 @@ def bar_rows(data: dict) -> dict:
     return out
 
 
+def chapter_figures(data: dict, algo: str) -> dict:
+    """What a chapter quotes of one trainer's race: the seeds, the bar's figures
+    (:func:`bar_rows`), and, for the steps and the training seconds to the first evaluation
+    >= 475, -1, 0 or +1: rlnotes' interval below the peer's, overlapping it, or above it."""
+    if algo not in ALGO_NAMES:
+        raise ValueError(f"algo must be one of {list(ALGO_NAMES)}, got {algo!r}")
+    rows = bar_rows(data)
+    if algo not in rows:
+        raise ValueError(f"the results file holds no race of {algo!r} against its peer")
+    rl, peer = data["summary"][algo]["rlnotes"], data["summary"][algo]["sb3"]
+    return dict(rows[algo], seeds=list(rl["seeds"]),
+                steps_side=separated(rl["first"], peer["first"]),
+                time_side=separated(rl["s_first"], peer["s_first"]))
+
+
 def bar_table(data: dict, algos=None) -> str:
     """The bar per algorithm: rlnotes reaches the first evaluation >= 475 in no more steps than
     the peer (medians), in at most half the peer's training time (ratio of the medians, wall

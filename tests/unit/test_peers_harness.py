@@ -191,7 +191,13 @@ def test_bar_table_says_met_or_by_how_much_missed():
     assert "missed: steps; wall ratio 0.80 > 0.5; 1 seed(s) never held 3 in a row" in trpo
     side = report.side_by_side(data)
     assert "| TRPO | 101 | 8,192 / 6,144 | - / 6,144 | 4.00 / 5.00 | 3.60 / 4.50 |" in side
-    # a chapter shows its own algorithm's rows
+    # a chapter shows its own algorithm's rows, and quotes its figures
+    quoted = report.chapter_figures(data, "a2c")
+    assert quoted["seeds"] == seeds and quoted["held"] == 3 and quoted["first"] == 4096
+    assert quoted["steps_side"] == -1 and quoted["time_side"] == -1  # min-max apart, rlnotes lower
+    for bad in ("sac", 3, "dqn"):  # "dqn": not in this file
+        with pytest.raises(ValueError, match="algo|race"):
+            report.chapter_figures(data, bad)
     for render in (report.cartpole_table, report.bar_table, report.side_by_side):
         only = render(data, algos=("trpo",))
         assert "TRPO" in only and "A2C" not in only
