@@ -36,7 +36,8 @@ TITLES = {"mdp_dynamic_programming": "MDPs and dynamic programming", "td_learnin
 CHAPTERS = list(TITLES)  # the book's chapters, in its order (the appendices train nothing)
 RECORD_PREFIX = "application/papermill.record/"
 # glued numbers read from a recorded benchmark file, the same under every build: not tabulated
-FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_s2")
+FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_s2",
+                "held_", "ac_held_", "ac_candidate_", "ppo_held_", "trpo_held_")
 
 
 def _short(text: str) -> str:
