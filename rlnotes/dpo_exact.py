@@ -259,9 +259,12 @@ def fit_tabular(space, ref_logits, counts, beta, *, loss_type="dpo", average=Fal
     logits = ref_logits.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([logits], lr=lr)
     for _ in range(steps):
-        h = (space.seq_logp(logits) - ref_logp) * scale  # (X, Y) log-ratio, summed or averaged
-        delta = h[:, :, None] - h[:, None, :]  # (X, w, l)
-        per_pair = -F.logsigmoid(beta * delta) if loss_type == "dpo" else (delta - 1 / (2 * beta)) ** 2
+        log_ratio = (space.seq_logp(logits) - ref_logp) * scale  # (X, Y), summed or mean
+        h = log_ratio[:, :, None] - log_ratio[:, None, :]  # (X, w, l): the margin h_theta
+        if loss_type == "dpo":
+            per_pair = -F.logsigmoid(beta * h)
+        else:
+            per_pair = (h - 1 / (2 * beta)) ** 2
         loss = (weights * per_pair).sum()
         opt.zero_grad()
         loss.backward()

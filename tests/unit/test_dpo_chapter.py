@@ -86,9 +86,10 @@ def test_one_on_policy_round_does_not_pay_here(lab):
 
 
 def test_ipo_on_the_same_pairs_raises_gold(lab):
-    pol, _ = dpo.train_dpo(lab["sft"], lab["train"], beta=0.1, loss_type="ipo", epochs=3, lr=1e-3,
-                           device=device)
+    pol, hist = dpo.train_dpo(lab["sft"], lab["train"], beta=0.1, loss_type="ipo", epochs=3, lr=1e-3,
+                              device=device)
     assert gold_and_kl(pol, lab["sft"], lab["task"])["gold"] > lab["sft_eval"]["gold"] + 1.0
+    assert np.mean(hist["margin"][-10:]) / 0.1 < 0.6 * 5  # after 3 epochs, far below its target 5
 
 
 def test_recorded_frontier_claims(lab):
@@ -112,7 +113,9 @@ def test_recorded_frontier_claims(lab):
     assert old > 0.25 and abs(full) < 0.15
     assert frontier_gap(*means("DPO"), *means("PPO")) < 0.2
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
-    assert best("PPO, gold reward")[1] < record["gold_optimum"] - 1.5
+    task = lab["task"]  # the gold optimum, live: over every completion a policy can write
+    optimum = float(task.gold_optimum(task.sample_prompts(1000, torch.Generator().manual_seed(10)))[0].mean())
+    assert best("PPO, gold reward")[1] < optimum - 1.5
     kl_at = lambda m, b: [x["kl"] for x in groups[(m, b)]]  # noqa: E731
     gold_at = lambda m, b: [x["gold"] for x in groups[(m, b)]]  # noqa: E731
     for b in (0.1, 0.3, 1.0):
@@ -125,6 +128,6 @@ def test_recorded_frontier_claims(lab):
     on, off = gold_at("DPO, on-policy round", 0.1), gold_at("DPO, offline round", 0.1)
     assert all(b > a + 0.15 for a, b in zip(on, off))
     shared = kl_at("PPO, shared critic", 0.5)
-    assert sum(k > 10 for k in shared) >= 2 and max(kl_at("PPO", 0.5)) < 1.5
+    assert min(shared) > 10 * max(kl_at("PPO", 0.5)) and max(kl_at("PPO", 0.5)) < 1.5
     kl_ppo = [table[k][0] for k in sorted(k for k in table if k[0] == "PPO")]
     assert all(a > b for a, b in zip(kl_ppo, kl_ppo[1:]))
