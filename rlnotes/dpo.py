@@ -124,8 +124,8 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     rr = _check_sequence_logps(ref_rejected_logps, "ref_rejected_logps", pc, "policy_chosen_logps")
     beta = _check_beta(beta)
     dtype = pc.dtype
-    delta = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))
-    return -F.logsigmoid(beta * delta).mean()
+    h = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))  # h_theta
+    return -F.logsigmoid(beta * h).mean()
 
 
 def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
@@ -158,8 +158,8 @@ def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     rr = _check_sequence_logps(ref_rejected_logps, "ref_rejected_logps", pc, "policy_chosen_logps")
     beta = _check_beta(beta)
     dtype = pc.dtype
-    delta = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))
-    return ((delta - 1.0 / (2.0 * beta)) ** 2).mean()
+    h = (pc - rc.detach().to(dtype)) - (pr.to(dtype) - rr.detach().to(dtype))  # h_theta
+    return ((h - 1.0 / (2.0 * beta)) ** 2).mean()
 
 
 def dpo_loss_variant(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,

@@ -158,8 +158,8 @@ def length_averaged_optimum(ref_logp, r, beta, lengths, *, iters=200):
         raise ValueError(f"lengths must be a ({ref_logp.shape[1]},) tensor of token counts >= 1")
     r, L = r.to(ref_logp.dtype), lengths.to(ref_logp.dtype)
 
-    def log_total(c):  # log sum_y pi_ref exp(|y| (r + c) / beta), per prompt
-        return torch.logsumexp(ref_logp + L * (r + c[:, None]) / beta, dim=-1)
+    def log_total(lam):  # log sum_y pi_ref exp(|y| (r + Lambda) / beta), per prompt
+        return torch.logsumexp(ref_logp + L * (r + lam[:, None]) / beta, dim=-1)
 
     lo = -r.max(-1).values - 50 * beta
     hi = -r.min(-1).values + 50 * beta
@@ -167,8 +167,8 @@ def length_averaged_optimum(ref_logp, r, beta, lengths, *, iters=200):
         mid = (lo + hi) / 2
         above = log_total(mid) > 0
         hi, lo = torch.where(above, mid, hi), torch.where(above, lo, mid)
-    c = (lo + hi) / 2
-    out = ref_logp + L * (r + c[:, None]) / beta
+    lam = (lo + hi) / 2  # Lambda(x)
+    out = ref_logp + L * (r + lam[:, None]) / beta
     return out - torch.logsumexp(out, dim=-1, keepdim=True)  # removes the bisection's last error
 
 
@@ -259,9 +259,12 @@ def fit_tabular(space, ref_logits, counts, beta, *, loss_type="dpo", average=Fal
     logits = ref_logits.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([logits], lr=lr)
     for _ in range(steps):
-        h = (space.seq_logp(logits) - ref_logp) * scale  # (X, Y) log-ratio, summed or averaged
-        delta = h[:, :, None] - h[:, None, :]  # (X, w, l)
-        per_pair = -F.logsigmoid(beta * delta) if loss_type == "dpo" else (delta - 1 / (2 * beta)) ** 2
+        log_ratio = (space.seq_logp(logits) - ref_logp) * scale  # (X, Y), summed or mean
+        h = log_ratio[:, :, None] - log_ratio[:, None, :]  # (X, w, l): the margin h_theta
+        if loss_type == "dpo":
+            per_pair = -F.logsigmoid(beta * h)
+        else:
+            per_pair = (h - 1 / (2 * beta)) ** 2
         loss = (weights * per_pair).sum()
         opt.zero_grad()
         loss.backward()

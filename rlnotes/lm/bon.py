@@ -30,9 +30,12 @@ def bon_kl(n) -> float:
 
 def bon_kl_exact(probs, n) -> float:
     r"""Exact KL(pi_BoN || pi) for a discrete distribution ``probs`` over outcomes listed in
-    increasing order of reward, all rewards distinct. With F_i the CDF,
+    increasing order of reward, all rewards distinct. With Phi_i the CDF,
 
-    .. math::  \pi_{BoN}(y_i) = F_i^n - F_{i-1}^n .
+    .. math::  \pi_{BoN}(y_i) = \Phi_i^n - \Phi_{i-1}^n .
+
+    Each outcome is an atom (it covers an interval of u = Phi of its probability's length), so
+    the result is below ``bon_kl(n)`` unless every outcome is improbable.
 
     Defined in: Reinforcement learning from human feedback, section Reward over-optimisation.
     """

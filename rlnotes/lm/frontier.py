@@ -15,7 +15,7 @@ from rlnotes._validate import require_int
 from rlnotes.lm.generation import completion_logprobs, generate
 from rlnotes.lm.sft import single_thread
 
-__all__ = ["gold_and_kl", "upper_frontier", "best_gold_within"]
+__all__ = ["gold_and_kl", "upper_frontier", "best_gold_within", "frontier_gap"]
 
 
 @torch.no_grad()
@@ -106,3 +106,22 @@ def best_gold_within(kl, gold, kl_max):
     inside = kl <= kl_max
     return float(gold[inside].max()) if inside.any() else -math.inf
 
+
+def frontier_gap(kl_a, gold_a, kl_b, gold_b, n=50):
+    """The largest ``|gold_a - gold_b|`` between two upper frontiers (each linear between its
+    points), over the KLs both frontiers cover; ``n`` grid points. Raises ValueError when the two
+    frontiers cover no common KL.
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+    kl_a, gold_a = _kl_gold(kl_a, gold_a)
+    kl_b, gold_b = _kl_gold(kl_b, gold_b)
+    n = require_int(n, "n", minimum=2)
+    fa, fb = upper_frontier(kl_a, gold_a), upper_frontier(kl_b, gold_b)
+    ka, ga, kb, gb = kl_a[fa], gold_a[fa], kl_b[fb], gold_b[fb]  # in increasing KL
+    lo, hi = max(ka.min(), kb.min()), min(ka.max(), kb.max())
+    if lo > hi:
+        raise ValueError(f"the frontiers must share a range of KL, got [{ka.min()}, {ka.max()}] "
+                         f"and [{kb.min()}, {kb.max()}]")
+    grid = np.linspace(lo, hi, n)
+    return float(np.abs(np.interp(grid, ka, ga) - np.interp(grid, kb, gb)).max())

@@ -61,7 +61,9 @@ class RewardModel(nn.Module):
     ==============  ================  ===============================================
 
     ``offset`` (a buffer, 0 at first) is subtracted from every score; ``normalise`` sets it to
-    the mean score of reference samples so that the SFT policy's average reward is 0.
+    the mean score of the completions it is given, so that their mean score is 0 (the chapters
+    pass demonstrations, as Stiennon et al. 2020 centre on reference summaries; the SFT
+    policy's own mean score is then near 0, not 0).
 
     Defined in: Reinforcement learning from human feedback, section Reward models.
     """

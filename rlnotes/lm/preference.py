@@ -39,9 +39,9 @@ class PreferenceTask(_tasks.PreferenceTask):
     """
 
     def _word_values(self, prompts):
-        """(B, 16, max_words + 1) gold value of c = 0 .. max_words copies of each word, prompt
-        bonus included (the reward is a sum of these over the words, minus the non-words)."""
-        c = torch.arange(self.max_words + 1, dtype=torch.float32)
+        """(B, 16, max_new_tokens + 1) gold value of c = 0 .. max_new_tokens copies of each word,
+        prompt bonus included (the reward is a sum of these over the words, minus the non-words)."""
+        c = torch.arange(self.max_new_tokens + 1, dtype=torch.float32)
         s = self.sentiment[:, None]
         value = s * c - self.kappa * s.abs() * (c * (c - 1) / 2)          # (16, C)
         idx = torch.tensor([list(p[1:4]) for p in prompts]) - int(self.word_ids[0])
@@ -65,10 +65,13 @@ class PreferenceTask(_tasks.PreferenceTask):
         return counts @ s - self.kappa * (pairs @ s.abs()) + self.rho * mentioned - bad
 
     def gold_optimum(self, prompts):
-        """The largest gold reward of any completion of each prompt (at most ``max_words`` words),
-        and the word counts that reach it: ``(best (B,), counts (B, 16))``. Exact: the reward is a
-        sum over words of a value of each word's count, so a knapsack over the words (dynamic
-        programming on the number of words used) finds the maximum; ties keep the fewest copies.
+        """The largest gold reward of any completion a policy can write for each prompt, and the
+        word counts that reach it: ``(best (B,), counts (B, 16))``. A policy writes at most
+        ``max_new_tokens`` tokens: up to ``max_words`` words then EOS, or ``max_new_tokens``
+        words cut by the length limit (the gold reward scores those too), so the optimum is over
+        completions of up to ``max_new_tokens`` words. Exact: the reward is a sum over words of a
+        value of each word's count, so a knapsack over the words (dynamic programming on the
+        number of words used) finds the maximum; ties keep the fewest words.
 
         Defined in: Reinforcement learning from human feedback, section The tasks.
         """
@@ -81,7 +84,7 @@ class PreferenceTask(_tasks.PreferenceTask):
             raise ValueError("prompts must hold three words of the task's vocabulary")
         vals = self._word_values(prompts)                                  # (B, W, C)
         B, W, C = vals.shape
-        K = self.max_words
+        K = self.max_new_tokens                                           # words a policy can write
         neg = torch.full((B, K + 1), -float("inf"))
         best = neg.clone()
         best[:, 0] = 0.0                                                   # best[b, k]: k words used

@@ -148,23 +148,24 @@ class AdditionTask:
 class PreferenceTask:
     r"""Short "reviews" over a vocabulary of 16 words, with a hidden gold reward.
 
-    A prompt is BOS, three words and ``>``; a completion is words then EOS (at most
-    ``max_new_tokens - 1`` words). Each word v has a hidden sentiment o_v (evenly spaced in
-    [-1, 1], shuffled by ``seed``). The gold reward of a completion with n_v copies of word v is
+    A prompt is BOS, three words and ``>``; a demonstration is 2 to ``max_words`` words then
+    EOS, and a policy may write up to ``max_new_tokens`` tokens (a completion cut by the limit
+    holds ``max_new_tokens`` words and no EOS). Each word v has a hidden sentiment o_v (evenly
+    spaced in [-1, 1], shuffled by ``seed``). This class's own gold reward of a completion with
+    n_v copies of word v is
 
-    .. math::  R^\star(x, y) = \sum_v o_v\, h(n_v) + \rho\, |\{v \in x : n_v > 0\}| - n_{bad},
-               \qquad h(n) = n - \kappa \frac{n (n - 1)}{2}
+    .. math::  R^\star_{old}(x, y) = \sum_v o_v\, h(n_v) + \zeta\, |\{v \in x : n_v > 0\}| - n_{bad},
+               \qquad h(n) = n - \chi \frac{n (n - 1)}{2}
 
-    diminishing (then negative) returns for repeating a word (kappa = 1 by default: a second copy
-    adds nothing, a third subtracts), a bonus
-    rho = 0.5 for each prompt word the completion mentions, and -1 for each token that is not a
-    word. The reference (SFT) behaviour writes 2 to 8 distinct words, favouring the prompt's
-    (each slot holds a prompt word with probability about ``p_copy``): it never repeats, so a reward model learnt
-    from them cannot know that repetition is punished, and a policy optimised against it learns
-    to repeat the best word: reward over-optimisation.
+    (chi is ``kappa``, zeta is ``rho`` in the code), with a bonus zeta = 0.5 for each prompt word
+    the completion mentions and -1 for each token that is not a word. The demonstrations write
+    distinct words, favouring the prompt's (each slot holds a prompt word with probability about
+    ``p_copy``); the SFT model that imitates them does repeat words now and then, rarely three
+    times (the RLHF chapter measures it).
 
     This gold reward has a hole: for a word of negative sentiment, o_v h(n_v) > 0 once
-    h(n_v) < 0, so many copies of a negative word score high. The chapters use
+    h(n_v) < 0, so many copies of a negative word score high. The chapters therefore never use
+    it: they use
     :class:`rlnotes.lm.preference.PreferenceTask` (``rlnotes.lm.PreferenceTask``), a subclass
     whose reward punishes repetition whatever the sign; this class is kept unchanged because the
     code of this module is part of the cache key of the cached SFT models.

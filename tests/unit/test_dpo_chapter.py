@@ -9,7 +9,7 @@ import torch
 import rlnotes.dpo as dpo
 import rlnotes.lm as lm
 from rlnotes.dpo import dpo_sweep, ppo_sweep
-from rlnotes.lm.frontier import best_gold_within, gold_and_kl, upper_frontier
+from rlnotes.lm.frontier import best_gold_within, frontier_gap, gold_and_kl, upper_frontier
 
 torch.set_num_threads(1)
 device = torch.device("cpu")
@@ -47,16 +47,6 @@ def test_chosen_logprob_falls_while_margin_grows(lab):
     assert end["margin"] > start["margin"] + 0.15
 
 
-def _frontier_gap(kl_a, gold_a, kl_b, gold_b, n=50):
-    """The chapter's frontier_gap: largest |gold_a - gold_b| between the two upper frontiers."""
-    fa, fb = upper_frontier(kl_a, gold_a), upper_frontier(kl_b, gold_b)
-    ka, ga = np.asarray(kl_a)[fa], np.asarray(gold_a)[fa]
-    kb, gb = np.asarray(kl_b)[fb], np.asarray(gold_b)[fb]
-    grid = np.linspace(max(ka.min(), kb.min()), min(ka.max(), kb.max()), n)
-    ia, ib = np.argsort(ka), np.argsort(kb)
-    return float(np.abs(np.interp(grid, ka[ia], ga[ia]) - np.interp(grid, kb[ib], gb[ib])).max())
-
-
 def test_frontier_small_sweep(lab):
     task, sft, rm = lab["task"], lab["sft"], lab["rm"]
 
@@ -74,7 +64,7 @@ def test_frontier_small_sweep(lab):
     assert max(gold_d) > sft_gold + 1.5 and max(gold_p) > sft_gold + 1.5
     assert abs(max(gold_d) - max(gold_p)) < 0.25
     assert -0.4 < sft_gold < 0.2
-    assert _frontier_gap(kl_d, gold_d, kl_p, gold_p) < 0.35
+    assert frontier_gap(kl_d, gold_d, kl_p, gold_p) < 0.35
 
 
 def test_averaged_logprobs_shorten_and_gain_less(lab):
@@ -96,9 +86,10 @@ def test_one_on_policy_round_does_not_pay_here(lab):
 
 
 def test_ipo_on_the_same_pairs_raises_gold(lab):
-    pol, _ = dpo.train_dpo(lab["sft"], lab["train"], beta=0.1, loss_type="ipo", epochs=3, lr=1e-3,
-                           device=device)
+    pol, hist = dpo.train_dpo(lab["sft"], lab["train"], beta=0.1, loss_type="ipo", epochs=3, lr=1e-3,
+                              device=device)
     assert gold_and_kl(pol, lab["sft"], lab["task"])["gold"] > lab["sft_eval"]["gold"] + 1.0
+    assert np.mean(hist["margin"][-10:]) / 0.1 < 0.6 * 5  # after 3 epochs, far below its target 5
 
 
 def test_recorded_frontier_claims(lab):
@@ -120,9 +111,11 @@ def test_recorded_frontier_claims(lab):
     old = best_gold_within(*means("PPO"), 2.0) - best_gold_within(*means("DPO", (0.03, 0.1, 0.3, 1.0, 3.0)), 2.0)
     full = best_gold_within(*means("PPO"), 2.0) - best_gold_within(*means("DPO"), 2.0)
     assert old > 0.25 and abs(full) < 0.15
-    assert _frontier_gap(*means("DPO"), *means("PPO")) < 0.2
+    assert frontier_gap(*means("DPO"), *means("PPO")) < 0.2
     assert best("PPO, gold reward")[1] > best("DPO")[1] + 0.4
-    assert best("PPO, gold reward")[1] < record["gold_optimum"] - 1.5
+    task = lab["task"]  # the gold optimum, live: over every completion a policy can write
+    optimum = float(task.gold_optimum(task.sample_prompts(1000, torch.Generator().manual_seed(10)))[0].mean())
+    assert best("PPO, gold reward")[1] < optimum - 1.5
     kl_at = lambda m, b: [x["kl"] for x in groups[(m, b)]]  # noqa: E731
     gold_at = lambda m, b: [x["gold"] for x in groups[(m, b)]]  # noqa: E731
     for b in (0.1, 0.3, 1.0):
@@ -135,6 +128,6 @@ def test_recorded_frontier_claims(lab):
     on, off = gold_at("DPO, on-policy round", 0.1), gold_at("DPO, offline round", 0.1)
     assert all(b > a + 0.15 for a, b in zip(on, off))
     shared = kl_at("PPO, shared critic", 0.5)
-    assert sum(k > 10 for k in shared) >= 2 and max(kl_at("PPO", 0.5)) < 1.5
+    assert min(shared) > 10 * max(kl_at("PPO", 0.5)) and max(kl_at("PPO", 0.5)) < 1.5
     kl_ppo = [table[k][0] for k in sorted(k for k in table if k[0] == "PPO")]
     assert all(a > b for a, b in zip(kl_ppo, kl_ppo[1:]))

@@ -13,7 +13,7 @@ import rlnotes.lm as lm
 from rlnotes.dpo import (dpo_loss, implicit_reward_accuracy, ipo_loss, pair_logps, sequence_logprob,
                          train_dpo)
 from rlnotes.dpo import dpo_sweep, ppo_sweep
-from rlnotes.lm.frontier import best_gold_within, gold_and_kl, upper_frontier
+from rlnotes.lm.frontier import best_gold_within, frontier_gap, gold_and_kl, upper_frontier
 
 torch.set_num_threads(1)
 
@@ -196,3 +196,22 @@ def test_upper_frontier_and_best_gold_within():
         upper_frontier([0.0, float("nan")], [1.0, 2.0])
     with pytest.raises(ValueError, match="kl_max"):
         best_gold_within(kl, gold, float("inf"))
+
+
+def test_frontier_gap():
+    # frontier a: (0, 0) (1, 1) (3, 2); b: (0, 0) (2, 2) (4, 2), and a dominated point of b
+    kl_a, gold_a = [0.0, 1.0, 3.0], [0.0, 1.0, 2.0]
+    kl_b, gold_b = [0.0, 2.0, 4.0, 3.0], [0.0, 2.0, 2.0, 1.0]
+    # on [0, 3]: a = k on [0, 1], 1 + (k - 1) / 2 on [1, 3]; b = k on [0, 2], 2 after: largest gap 0.5 at k = 2
+    assert frontier_gap(kl_a, gold_a, kl_b, gold_b, n=301) == pytest.approx(0.5)
+    assert frontier_gap(kl_a, gold_a, kl_a, gold_a) == 0.0
+    assert frontier_gap(kl_b, gold_b, kl_a, gold_a, n=301) == pytest.approx(0.5)  # symmetric
+    with pytest.raises(ValueError, match="share"):
+        frontier_gap([0.0, 1.0], [0.0, 1.0], [2.0, 3.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="gold"):
+        frontier_gap(kl_a, gold_a[:2], kl_b, gold_b)
+    with pytest.raises(ValueError, match="n"):
+        frontier_gap(kl_a, gold_a, kl_b, gold_b, n=1)
+    with pytest.raises(ValueError, match="finite"):
+        frontier_gap(kl_a, [0.0, float("nan"), 1.0], kl_b, gold_b)
+

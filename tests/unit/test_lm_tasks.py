@@ -101,18 +101,24 @@ def test_preference_gold_optimum_is_exact():
     tok = task.tokenizer
     P = task.sample_prompts(300, torch.Generator().manual_seed(0))
     top, counts = task.gold_optimum(P)
-    assert counts.max() == 1 and (counts.sum(1) == 8).all()  # eight distinct words
-    seqs = [sum(([int(task.word_ids[v])] * int(c[v]) for v in range(16)), []) + [tok.eos_id] for c in counts]
+    n_words = counts.sum(1)
+    assert counts.max() == 1 and ((n_words == 8) | (n_words == 9)).all()  # distinct words
+    assert (n_words == 9).any() and (n_words == 8).any()  # a ninth word helps for some prompts only
+    # the optimum is reachable: 8 words then EOS, or 9 words cut by the limit (no EOS)
+    seqs = [sum(([int(task.word_ids[v])] * int(c[v]) for v in range(16)), []) for c in counts]
+    seqs = [s + [tok.eos_id] if len(s) < task.max_new_tokens else s for s in seqs]
+    assert max(len(s) for s in seqs) == task.max_new_tokens
     comp, mask = pad_completions(seqs, tok.eos_id)
     torch.testing.assert_close(task.reward(P, comp, mask), top)
-    # the closed form: the eight largest positive values s_v + rho [v in x]
+    # the closed form: the nine largest of max(o_v + rho [v in x], 0) (a second copy of a positive
+    # word adds 0, so a ninth slot is worth max(ninth value, 0))
     value = task.sentiment[None] + task.rho * torch.zeros(len(P), 16).scatter_(
         1, torch.tensor([p[1:4] for p in P]) - int(task.word_ids[0]), 1.0)
-    torch.testing.assert_close(value.clamp(min=0).topk(8, dim=1).values.sum(1), top)
-    # no random completion beats it
+    torch.testing.assert_close(value.clamp(min=0).topk(task.max_new_tokens, dim=1).values.sum(1), top)
+    # no random completion of up to max_new_tokens words beats it
     g = torch.Generator().manual_seed(1)
-    for _ in range(5):
-        rnd = torch.randint(int(task.word_ids[0]), int(task.word_ids[-1]) + 1, (len(P), 8), generator=g)
+    for k in (8, 9, 9, 9):
+        rnd = torch.randint(int(task.word_ids[0]), int(task.word_ids[-1]) + 1, (len(P), k), generator=g)
         assert (task.reward(P, rnd, torch.ones_like(rnd)) <= top + 1e-5).all()
     for bad in ([], [[1, 4, 5]], [[1, 4, 5, tok.stoi[">"], 2]]):
         with pytest.raises(ValueError, match="prompts"):
