@@ -87,7 +87,8 @@ def body_text() -> str:
         lines = [line for line in page.splitlines() if line.strip()]
         if lines and lines[0].strip() == title:
             lines = lines[1:]
-        while lines and re.fullmatch(r"\s*([ivxlc]+|\d+|\d+(\.\d+)*\.\s.*|CONTENTS|Bibliography)\s*",
+        while lines and re.fullmatch(r"\s*([ivxlc]+|\d+|\d+(\.\d+)*\.\s.*|Chapter\s\d+\.\s.*|CONTENTS|"
+                                     r"Bibliography)\s*",
                                      lines[-1], flags=re.I):
             lines = lines[:-1]
         pages.append("\n".join(lines))
