@@ -41,7 +41,7 @@ from rlnotes.deeprl.training import (check_common, check_flag, check_hidden_size
                                      choose_device, Reporter, torch_threads)
 
 __all__ = ["QPolicy", "QNetworks", "dqn", "train", "epsilon_schedule", "td_targets", "dqn_loss", "dqn_loss_grad",
-           "polyak_update", "start_value_estimate", "sample_minibatches"]
+           "polyak_update", "start_value_estimate", "sample_minibatches", "reference_update"]
 
 
 class QPolicy:
@@ -174,6 +174,52 @@ def dqn_loss_grad(q_sa: torch.Tensor, targets: torch.Tensor, loss: str = "huber"
     if loss == "huber":
         return error.clamp(-1.0, 1.0) / len(error)
     return error * (2.0 / len(error))
+
+
+def _check_reference_update(q_net, q_target, optimizer, batch, max_grad_norm) -> None:
+    """The argument checks of :func:`reference_update` (ValueError on bad input)."""
+    if not (isinstance(q_net, torch.nn.Module) and isinstance(q_target, torch.nn.Module)):
+        raise ValueError("q_net and q_target must be torch.nn.Modules, got "
+                         f"{type(q_net).__name__} and {type(q_target).__name__}")
+    if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
+        raise ValueError(f"optimizer must be a torch optimizer, got {type(optimizer).__name__}")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 5:
+        raise ValueError("batch must be a tuple (s, a, r, s2, terminated) of five tensors")
+    a = batch[1]
+    if not torch.is_tensor(a) or a.ndim != 1 or a.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"batch's actions must be a (M,) integer tensor, got {a!r}")
+    check_max_grad_norm(max_grad_norm)
+
+
+def reference_update(q_net: torch.nn.Module, q_target: torch.nn.Module, optimizer,
+                     batch, *, gamma: float, double: bool = True, loss: str = "mse",
+                     tau: float = 0.01, max_grad_norm: float | None = None) -> float:
+    """One DQN update, written with autograd: the reference that :func:`dqn`'s fast
+    loop computes with a hand-written backward pass and a flat Adam (the same numbers
+    up to rounding).
+
+    ``batch = (s, a, r, s', terminated)`` as :meth:`ReplayBuffer.sample` returns it:
+    (M, d) states, (M,) integer actions, (M,) rewards, (M, d) next states, (M,) terminal
+    flags. Targets ``y = r + gamma (1 - d) Q(s', a*; w^-)`` (:func:`td_targets`), loss
+    ``mean (y - Q(s, a; w))^2`` or Huber (:func:`dqn_loss`), one step of ``optimizer``
+    on ``q_net``'s parameters, then ``w^- <- (1 - upsilon) w^- + upsilon w``
+    (``tau`` = upsilon). Returns the loss before the step.
+
+    Defined in: Deep Q-networks, section DQN on CartPole.
+    """
+    _check_reference_update(q_net, q_target, optimizer, batch, max_grad_norm)
+    s, a, r, s2, terminated = batch
+    with torch.no_grad():  # the targets carry no gradient
+        y = td_targets(r, q_net(s2), q_target(s2), terminated, gamma, double=double)
+    q_sa = q_net(s).gather(1, a.long().unsqueeze(1)).squeeze(1)
+    loss_value = dqn_loss(q_sa, y, loss)
+    optimizer.zero_grad()
+    loss_value.backward()
+    if max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(q_net.parameters(), max_grad_norm)
+    optimizer.step()
+    polyak_update(q_target.parameters(), q_net.parameters(), tau)
+    return float(loss_value.detach())
 
 
 def sample_minibatches(buffer: ReplayBuffer, n: int, generator=None, e_is: float | None = None):

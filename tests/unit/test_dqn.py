@@ -1,5 +1,7 @@
 """Tests of rlnotes.dqn: the trainer contract, its pieces, bad input."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -233,3 +235,75 @@ def test_polyak_update():
                        (([torch.zeros(2)], [torch.zeros(3)], 0.5), "params")):
         with pytest.raises(ValueError, match=name):
             dqn.polyak_update(*args)
+
+
+def _one_fast_update(loss, double, max_grad_norm):
+    """One phase of dqn.dqn with a single gradient step, and the nets before it."""
+    from rlnotes.deeprl.buffer import ReplayBuffer
+    from rlnotes.deeprl.envs import make_vec_env
+    from rlnotes.deeprl.networks import Standardize, mlp
+    torch.manual_seed(0)
+    q_net = torch.nn.Sequential(Standardize(4), mlp([4, 16, 16, 2]))
+    nets = dqn.QNetworks(q_net, 1e-2)
+    with torch.no_grad():  # a target that differs from the online net
+        nets.target_params[0].add_(0.1 * torch.randn_like(nets.target_params[0]))
+    before = copy.deepcopy((nets.q_net, nets.q_target))
+    envs = make_vec_env("CartPole-v1", 2, seed=0)
+    obs, _ = envs.reset(seed=0)
+    buffer = ReplayBuffer(100, (4,))
+    steps = dqn.dqn(envs, obs, nets, buffer, 16, epsilon=lambda s: 1.0, lr=lambda s: 1e-2,
+                    gamma=0.9, batch_size=8, learning_starts=0, train_freq=8,
+                    gradient_steps=1, double=double, loss=loss, tau=0.3,
+                    target_update_interval=1, max_grad_norm=max_grad_norm,
+                    standardize_obs=True, rng=np.random.default_rng(0),
+                    generator=torch.Generator().manual_seed(0))
+    assert list(steps) == [16]
+    envs.close()
+    return nets, before, buffer
+
+
+@pytest.mark.parametrize("loss,double,max_grad_norm",
+                         [("mse", True, None), ("huber", False, None), ("mse", True, 0.05)])
+def test_reference_update_matches_one_update_of_the_fast_loop(loss, double, max_grad_norm):
+    nets, (ref_net, ref_target), buffer = _one_fast_update(loss, double, max_grad_norm)
+    # the same standardisation (fitted to every state seen before the first update) ...
+    ref_net[0].load_state_dict(nets.q_net[0].state_dict())
+    ref_target[0].load_state_dict(nets.q_net[0].state_dict())
+    # ... and the same minibatch (the fast loop draws it with the generator seeded 0)
+    batch = buffer.sample(8, torch.Generator().manual_seed(0))
+    optimizer = torch.optim.Adam(ref_net.parameters(), lr=1e-2)
+    moved = [p.detach().clone() for p in ref_net.parameters()]
+    value = dqn.reference_update(ref_net, ref_target, optimizer, batch, gamma=0.9,
+                                 double=double, loss=loss, tau=0.3,
+                                 max_grad_norm=max_grad_norm)
+    assert value > 0
+    for ref, fast, old in zip(ref_net.parameters(), nets.q_net.parameters(), moved):
+        assert not torch.equal(ref, old)            # the update moved the weights
+        torch.testing.assert_close(ref, fast, rtol=1e-5, atol=1e-6)
+    for ref, fast in zip(ref_target.parameters(), nets.q_target.parameters()):
+        torch.testing.assert_close(ref, fast, rtol=1e-5, atol=1e-6)
+
+
+def _reference_inputs():
+    from rlnotes.deeprl.networks import mlp
+    torch.manual_seed(0)
+    net, target = mlp([4, 8, 2]), mlp([4, 8, 2])
+    batch = (torch.randn(5, 4), torch.tensor([0, 1, 0, 1, 1]), torch.ones(5),
+             torch.randn(5, 4), torch.zeros(5))
+    return net, target, torch.optim.Adam(net.parameters(), lr=1e-3), batch
+
+
+@pytest.mark.parametrize("change,name", [
+    (lambda a: {**a, "q_net": "not a module"}, "q_net"),
+    (lambda a: {**a, "optimizer": object()}, "optimizer"),
+    (lambda a: {**a, "batch": a["batch"][:4]}, "batch"),
+    (lambda a: {**a, "batch": (a["batch"][0], a["batch"][1].float(), *a["batch"][2:])}, "actions"),
+    (lambda a: {**a, "gamma": 1.5}, "gamma"),
+    (lambda a: {**a, "loss": "l1"}, "loss"),
+    (lambda a: {**a, "max_grad_norm": -1.0}, "max_grad_norm"),
+])
+def test_reference_update_rejects_bad_input(change, name):
+    net, target, optimizer, batch = _reference_inputs()
+    args = dict(q_net=net, q_target=target, optimizer=optimizer, batch=batch, gamma=0.9)
+    with pytest.raises(ValueError, match=name):
+        dqn.reference_update(**change(args))

@@ -14,7 +14,8 @@ from rlnotes.deeprl.rollout import collect_rollout
 CORES = {dqn.train: dqn.dqn, reinforce.train: reinforce.reinforce, a2c.train: a2c.a2c,
          ppo.train: ppo.ppo, trpo.train: trpo.trpo, grpo.train_grpo: grpo.grpo_sample,
          dpo.train_dpo: dpo.dpo, rlhf_ppo.train_ppo: rlhf_ppo.ppo_rlhf}
-SHOWN = [*CORES.values(), grpo.grpo_update, ppo._ppo_epochs, trpo._policy_step, collect_rollout]
+SHOWN = [*CORES.values(), dqn.reference_update, grpo.grpo_update, ppo._ppo_epochs,
+         trpo._policy_step, collect_rollout]
 
 
 @pytest.mark.parametrize("core", SHOWN, ids=lambda f: f.__qualname__)
