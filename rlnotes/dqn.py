@@ -198,10 +198,10 @@ def reference_update(q_net: torch.nn.Module, q_target: torch.nn.Module, optimize
     loop computes with a hand-written backward pass and a flat Adam (the same numbers
     up to rounding).
 
-    ``batch = (s, a, r, s', terminated)`` as :meth:`ReplayBuffer.sample` returns it:
+    ``batch = (s, a, r, s', terminated)`` as ``ReplayBuffer.sample`` returns it:
     (M, d) states, (M,) integer actions, (M,) rewards, (M, d) next states, (M,) terminal
-    flags. Targets ``y = r + gamma (1 - d) Q(s', a*; w^-)`` (:func:`td_targets`), loss
-    ``mean (y - Q(s, a; w))^2`` or Huber (:func:`dqn_loss`), one step of ``optimizer``
+    flags. Targets ``y = r + gamma (1 - d) Q(s', a*; w^-)`` (``td_targets``), loss
+    ``mean (y - Q(s, a; w))^2`` or Huber (``dqn_loss``), one step of ``optimizer``
     on ``q_net``'s parameters, then ``w^- <- (1 - upsilon) w^- + upsilon w``
     (``tau`` = upsilon). Returns the loss before the step.
 
