@@ -1,8 +1,9 @@
-"""The GRPO chapter's record of runs beyond imitation (``benchmarks/results/grpo_beyond.json``,
-written by ``benchmarks/bench_grpo_beyond.py``): its summary and its figure, so that the chapter
-keeps only the asserts.
+"""The GRPO chapter's records and figures: the summary and the figure of the runs beyond
+imitation (``benchmarks/results/grpo_beyond.json``, written by
+``benchmarks/bench_grpo_beyond.py``) and the pass@k panels, so that the chapter keeps only its
+asserts.
 
-Defined in: GRPO, section Beyond imitation: a weak teacher.
+Defined in: GRPO, sections Beyond imitation: a weak teacher and What sharpening is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 from rlnotes._validate import require_int
 
-__all__ = ["beyond_record_summary", "plot_beyond_record"]
+__all__ = ["beyond_record_summary", "plot_beyond_record", "plot_passk_panels"]
 
 
 def beyond_record_summary(record, warmup=10, early=20):
@@ -107,5 +108,52 @@ def plot_beyond_record(summary, live_curve=None, steps_trained=80):
     axes[1].set_ylabel("greedy accuracy")
     axes[1].set_title(f"each of the {len(runs)} recorded runs")
     axes[1].legend()
+    fig.tight_layout()
+    return fig
+
+
+PASSK_STYLES = {"start, temperature 1": "C0-", "start, temperature 0.5": "C0--",
+                "start, temperature 0.3": "C0:", "after GRPO, temperature 1": "C3-"}
+
+
+def plot_passk_panels(ks, panels, recorded=None):
+    """pass@k curves side by side, one panel per starting model: ``panels`` is a list of
+    ``(title, curves)`` with ``curves`` a dict name -> pass@k at each k of ``ks`` (names of
+    :data:`PASSK_STYLES` get its styles); ``recorded``, if given, holds for each panel an
+    array (runs, len(ks)) of recorded runs after GRPO, drawn as a min-max band. Log-2 k axis.
+    Returns the matplotlib figure.
+
+    Defined in: GRPO, section What sharpening is.
+    """
+    import matplotlib.pyplot as plt
+
+    ks = np.asarray(ks)
+    if ks.ndim != 1 or len(ks) == 0 or (ks < 1).any():
+        raise ValueError(f"ks must be a non-empty 1-D sequence of k >= 1, got {ks!r}")
+    if not isinstance(panels, (list, tuple)) or not panels:
+        raise ValueError("panels must be a non-empty list of (title, {name: curve})")
+    for title, curves in panels:
+        if not isinstance(curves, dict) or any(len(y) != len(ks) for y in curves.values()):
+            raise ValueError(f"panels: every curve of {title!r} must have one value per k of ks")
+    if recorded is not None and (len(recorded) != len(panels) or any(
+            np.ndim(r) != 2 or np.shape(r)[1] != len(ks) for r in recorded)):
+        raise ValueError(f"recorded must hold one array (runs, {len(ks)}) per panel "
+                         f"({len(panels)} panels), got {len(recorded)} of shapes "
+                         f"{[np.shape(r) for r in recorded]}")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), squeeze=False)
+    for i, (ax, (title, curves)) in enumerate(zip(axes[0], panels)):
+        for name, y in curves.items():
+            ax.plot(ks, y, PASSK_STYLES.get(name, "-"), marker=".", label=name)
+        if recorded is not None:
+            ys = np.asarray(recorded[i], dtype=float)
+            ax.fill_between(ks, ys.min(0), ys.max(0), color="C3", alpha=0.2,
+                            label=f"after GRPO, {len(ys)} recorded runs (min-max)")
+        ax.set_title(title)
+        ax.set_xscale("log", base=2)
+        ticks = [k for k in (1, 2, 4, 8, 16, 32, 64) if ks.min() <= k <= ks.max()]
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.set_xlabel("k (samples per prompt)")
+        ax.set_ylabel("pass@k")
+        ax.legend()
     fig.tight_layout()
     return fig

@@ -170,3 +170,22 @@ def test_plot_beyond_record_draws_both_panels():
         args.update(bad)
         with pytest.raises(ValueError, match=match):
             plot_beyond_record(**args)
+
+
+def test_plot_passk_panels_draws_each_panel_with_its_band():
+    from rlnotes.lm.grpo_record import plot_passk_panels
+    ks = np.arange(1, 17)
+    up = 1 - 0.5 ** ks
+    fig = plot_passk_panels(ks, [("a", {"start, temperature 1": up, "after GRPO, temperature 1": up}),
+                                 ("b", {"start, temperature 1": up})],
+                            recorded=[np.stack([up, up * 0.9]), np.stack([up])])
+    assert len(fig.axes) == 2
+    assert [len(ax.lines) for ax in fig.axes] == [2, 1] and all(ax.collections for ax in fig.axes)
+    assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_ylabel() == "pass@k"
+    for bad, match in ((dict(ks=[0, 1]), "ks"), (dict(panels=[]), "panels"),
+                       (dict(panels=[("a", {"x": up[:3]})]), "panels"),
+                       (dict(recorded=[up, up]), "recorded"), (dict(recorded=[up[None, :4]]), "recorded")):
+        args = dict(ks=ks, panels=[("a", {"x": up})], recorded=None)
+        args.update(bad)
+        with pytest.raises(ValueError, match=match):
+            plot_passk_panels(**args)
