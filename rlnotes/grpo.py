@@ -362,9 +362,10 @@ def tis_weights(trainer_logp, sampler_logp, mask, cap=2.0):
     .. math::  \rho^{tis}_{i,t} = \min\left(\frac{\pi_\text{trainer}(y_{i,t} \mid \cdot)}
                {\pi_\text{sampler}(y_{i,t} \mid \cdot)},\ C_{tis}\right),
 
-    both under the same parameters theta_old. Multiplying each token's loss f_{i,t} by it
-    corrects the expectation for the sampler's distribution; the cap C_tis bounds the
-    variance that tokens the sampler rarely picks would add.
+    both under the same parameters theta_old. Multiplying each token's clipped policy term
+    (:func:`grpo_loss`'s min(rho A, clip(rho) A)) by it corrects the expectation for the
+    sampler's distribution; the cap C_tis bounds the variance that tokens the sampler
+    rarely picks would add.
 
     ============  ============  ===================================================
     trainer_logp  (B G, L)      log pi_trainer of the sampled tokens (float)
