@@ -43,10 +43,11 @@ def _is_check(stmt) -> bool:
         v = stmt.value
         if not _is_check_call(v):
             return False
-        if not v.args:
+        one_name = len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        if not v.args or not one_name:  # ``a, b = _check_ab(a, b)``: a check
             return True
-        return (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(v.args[0], ast.Name) and v.args[0].id == stmt.targets[0].id)
+        # ``x = require_x(x)`` is a check; ``y = require_x(x)`` shows as ``y = x``
+        return isinstance(v.args[0], ast.Name) and v.args[0].id == stmt.targets[0].id
     return False
 
 
@@ -57,6 +58,8 @@ def _check_calls_in(stmt):
     found = []
 
     def visit(node):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)):
+            return  # a check inside a comprehension stays: its first argument alone may not read
         if _is_check_call(node) and node.args:
             found.append(node)
             return

@@ -193,3 +193,24 @@ def test_show_source_without_checks_of_a_method_keeps_its_indentation():
     shown = show_source(A.f, checks=False).source
     assert shown.splitlines()[0].startswith("        def f") and "raise" not in shown
     assert "            return x + 1" in shown
+
+
+def _check_pair(a, b):
+    if a > b:
+        raise ValueError("a must be <= b")
+    return a, b
+
+
+def _tuple_and_comprehension(a, b, sizes):
+    a, b = _check_pair(a, b)  # a check: dropped, even though it returns a tuple
+    sizes = [require_positive(n, "sizes") for n in sizes]  # stays: a check inside a comprehension
+    return b - a + sum(sizes)
+
+
+def test_show_source_without_checks_drops_tuple_checks_and_keeps_comprehensions():
+    shown = show_source(_tuple_and_comprehension, checks=False).source
+    assert "_check_pair" not in shown and "a, b =" not in shown
+    assert 'sizes = [require_positive(n, "sizes") for n in sizes]' in shown
+    assert "return b - a + sum(sizes)" in shown
+    with pytest.raises(ValueError):
+        _tuple_and_comprehension(2, 1, [1])
