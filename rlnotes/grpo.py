@@ -36,7 +36,8 @@ from rlnotes.progress import progress
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
            "rloo_advantages", "process_advantages", "train_grpo", "grpo_sample", "grpo_update",
            "grpo_step_metrics",
-           "group_forward", "pass_at_1", "pass_at_k", "clip_fraction"]
+           "group_forward", "pass_at_1", "pass_at_k", "clip_fraction", "tis_weights",
+           "gradient_coefficients"]
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -198,41 +199,27 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
               beta=0.0, loss_type="grpo", max_tokens=None, ratio_level="token"):
     r"""The GRPO policy loss and its Dr. GRPO and DAPO variants, to be minimised.
 
-    Per token t of completion y_i (a completion of prompt x), with the importance ratio
-    ``rho_{i,t}(theta) = exp(logp - old_logp)`` (``r_t(theta)`` in the papers):
+    Per token t of completion i, with the ratio ``rho_{i,t} = exp(logp - old_logp)``:
 
     .. math::
 
-        f_{i,t} = -\min\left(\rho_{i,t}(\theta) \hat A_i,\
-                     \mathrm{clip}(\rho_{i,t}(\theta), 1 - \epsilon_{low}, 1 + \epsilon_{high}) \hat A_i\right)
-                     + \beta\, k_3(\pi_\theta, \pi_{ref})_{i,t},
+        f_{i,t} = -\min\left(\rho_{i,t} \hat A_i,\ \mathrm{clip}(\rho_{i,t},
+                  1 - \epsilon_{low}, 1 + \epsilon_{high}) \hat A_i\right)
+                  + \beta\, k_3(\pi_\theta, \pi_{ref})_{i,t}
 
-    ``k_3`` being :func:`rlnotes.kl.kl_k3` of the token (an estimate of
-    KL(pi_theta || pi_ref)). The tokens are then aggregated according to ``loss_type``, over the
-    B G rows of a batch (B prompts, G completions each, as in :func:`group_advantages`):
+    (k_3: :func:`rlnotes.kl.kl_k3`). The tokens are aggregated over the B G rows of a
+    batch (B prompts, G completions each; |y_i| the selected tokens of row i) by
+    ``loss_type``:
 
-    - ``"grpo"`` (Shao et al. 2024): ``(1/(B G)) sum_i (1/|y_i|) sum_t f_{i,t}``, the mean over
-      sequences of each sequence's token mean. A token of a long completion weighs less than
-      one of a short completion: long wrong answers are penalised less per token (the length
-      bias Liu et al. 2025 point out).
-    - ``"dapo"``, alias ``"bnpo"`` (Yu et al. 2025): ``sum_{i,t} f_{i,t} / sum_i |y_i|``, every
-      token of the batch weighs the same.
-    - ``"dr_grpo"`` (Liu et al. 2025): ``sum_{i,t} f_{i,t} / (B G * max_tokens)``, a constant
-      denominator: no 1/|y_i| factor (pair it with ``group_advantages(scale="none")`` for no
-      std factor either).
+    - ``"grpo"`` (Shao et al. 2024): ``(1/(B G)) sum_i (1/|y_i|) sum_t f_{i,t}``; a
+      token of a long completion weighs less (the length bias of Liu et al. 2025).
+    - ``"dapo"`` = ``"bnpo"`` (Yu et al. 2025): ``sum_{i,t} f_{i,t} / sum_i |y_i|``.
+    - ``"dr_grpo"`` (Liu et al. 2025): ``sum_{i,t} f_{i,t} / (B G * max_tokens)``.
 
-    Here B G is the number of rows of ``logp`` (completions; B prompts of G each) and |y_i| the
-    number of selected tokens of row i, L the padded length. Asymmetric clipping (DAPO's clip-higher,
-    ``eps_high > eps_low``) lets the ratio of a token with a positive advantage rise to
-    ``1 + eps_high`` before its gradient stops, so low-probability tokens can grow further.
-
-    ``ratio_level="sequence"`` is GSPO (Zheng et al. 2025; TRL's
-    ``importance_sampling_level="sequence"``): every token of completion i uses one ratio, the
-    geometric mean of its token ratios, ``rho_i = exp((1/|y_i|) sum_t (logp - old_logp))`` (the
-    paper's s_i), in place of ``rho_{i,t}``, so the clip keeps or drops whole completions. It
-    needs one advantage per completion (shape (B G,)). Equal to the token level on the first
-    gradient step of a batch (every ratio is 1 there). A geometric mean moves far less than its
-    token ratios: GSPO clips it with ``eps_low=3e-4, eps_high=4e-4``, not PPO's 0.2.
+    ``eps_high > eps_low`` is DAPO's clip-higher. ``ratio_level="sequence"`` is GSPO
+    (Zheng et al. 2025): every token of completion i uses one ratio, the geometric mean
+    of its token ratios, ``exp((1/|y_i|) sum_t (logp - old_logp))``, so the clip keeps
+    or drops whole completions (GSPO clips it with ``eps_low=3e-4, eps_high=4e-4``).
 
     ===========  =====================  ==================================================
     argument     shape                  meaning
@@ -264,8 +251,8 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
     ``"dr_grpo"`` accepts an all-zero mask (loss 0). With ``beta == 0`` the KL term is skipped
     entirely (ref_logp is not read).
 
-    Defined in: GRPO, section The GRPO loss and its variants (``ratio_level``: Dr. GRPO, DAPO and
-    process supervision, section RLOO and GSPO).
+    Defined in: GRPO, section The GRPO loss and its variants (``ratio_level``: Dr. GRPO,
+    DAPO and process supervision, section RLOO and GSPO).
     """
     logp = check_logp(logp)
     require_ndim(logp, "logp", 2)
@@ -314,13 +301,15 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
         raise ValueError(f"mask must select at least one token with loss_type={loss_type!r}")
 
     adv_tokens = adv if adv.ndim == 2 else adv[:, None].expand(BG, L)
-    if ratio_level == "sequence":  # GSPO: one ratio per completion, the geometric mean of its tokens'
+    if ratio_level == "sequence":  # GSPO: one ratio per completion (geometric mean)
         log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
-        log_s = log_ratio.sum(dim=1, keepdim=True) / tokens_per_row.clamp(min=1).to(logp.dtype)[:, None]
-        per_token = -clipped_objective(log_s.expand(BG, L), torch.zeros_like(logp), adv_tokens, eps_low,
-                                       eps_high, mask)
+        n_row = tokens_per_row.clamp(min=1).to(logp.dtype)[:, None]
+        log_s = log_ratio.sum(dim=1, keepdim=True) / n_row
+        per_token = -clipped_objective(log_s.expand(BG, L), torch.zeros_like(logp),
+                                       adv_tokens, eps_low, eps_high, mask)
     else:
-        per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high, mask)
+        per_token = -clipped_objective(logp, old_logp, adv_tokens, eps_low, eps_high,
+                                       mask)
     if beta > 0:
         require_finite_where(ref_logp, "ref_logp", mask)
         zero = torch.zeros_like(logp)
@@ -336,13 +325,13 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, eps_low=0.2, eps_hi
 
 
 def clip_fraction(logp, old_logp, advantages, mask, *, eps_low=0.2, eps_high=None):
-    r"""The share of the selected tokens whose clip is *active*, so that their gradient is 0:
-    :math:`\rho_t > 1 + \epsilon_\text{high}` with :math:`\hat A > 0`, or
+    r"""The share of the selected tokens whose clip is *active*, so that their gradient
+    is 0: :math:`\rho_t > 1 + \epsilon_\text{high}` with :math:`\hat A > 0`, or
     :math:`\rho_t < 1 - \epsilon_\text{low}` with :math:`\hat A < 0`, where
     :math:`\rho_t = \pi_\theta / \pi_{\theta_\text{old}}` (TRL logs the same counts as
-    ``clip_ratio/high_mean`` and ``clip_ratio/low_mean``). At the first gradient step on a
-    batch :math:`\rho_t = 1` and it is 0. Arguments as :func:`grpo_loss`'s (``advantages`` (B G,)
-    or (B G, L)); returns a float.
+    ``clip_ratio/high_mean`` and ``clip_ratio/low_mean``). At the first gradient step on
+    a batch :math:`\rho_t = 1` and it is 0. Arguments as :func:`grpo_loss`'s
+    (``advantages`` (B G,) or (B G, L)); returns a float.
 
     Defined in: GRPO, section When the clip acts.
     """
@@ -364,6 +353,103 @@ def clip_fraction(logp, old_logp, advantages, mask, *, eps_low=0.2, eps_high=Non
     ratio = torch.exp(torch.where(mask, logp - old_logp, torch.zeros_like(logp)))
     active = ((ratio > 1 + eps_high) & (adv > 0)) | ((ratio < 1 - eps_low) & (adv < 0))
     return float((active & mask).sum()) / float(mask.sum())
+
+
+def tis_weights(trainer_logp, sampler_logp, mask, cap=2.0):
+    r"""Truncated importance sampling (Yao et al. 2025): each token's weight for the
+    mismatch between the sampler that generated it and the trainer that scores it,
+
+    .. math::  \rho^{tis}_{i,t} = \min\left(\frac{\pi_\text{trainer}(y_{i,t} \mid \cdot)}
+               {\pi_\text{sampler}(y_{i,t} \mid \cdot)},\ C_{tis}\right),
+
+    both under the same parameters theta_old. Multiplying each token's clipped policy term
+    (:func:`grpo_loss`'s min(rho A, clip(rho) A)) by it corrects the expectation for the
+    sampler's distribution; the cap C_tis bounds the variance that tokens the sampler
+    rarely picks would add.
+
+    ============  ============  ===================================================
+    trainer_logp  (B G, L)      log pi_trainer of the sampled tokens (float)
+    sampler_logp  (B G, L)      log pi_sampler of the same tokens (same shape)
+    mask          (B G, L) 0/1  1 on completion tokens
+    cap           float >= 1    C_tis, the truncation
+    returns       (B G, L)      rho^tis, 0 on padding (no gradient: a constant weight)
+    ============  ============  ===================================================
+
+    Defined in: GRPO, section The training-inference mismatch.
+    """
+    trainer_logp = require_float_tensor(trainer_logp, "trainer_logp")
+    require_ndim(trainer_logp, "trainer_logp", 2)
+    sampler_logp = check_like(sampler_logp, "sampler_logp", trainer_logp, "trainer_logp")
+    mask = check_mask(mask, trainer_logp)
+    cap = require_in_range(cap, "cap", 1.0, float("inf"))
+    require_finite_where(trainer_logp, "trainer_logp", mask)
+    require_finite_where(sampler_logp, "sampler_logp", mask)
+    zero = torch.zeros_like(trainer_logp)
+    log_ratio = torch.where(mask, trainer_logp.detach() - sampler_logp.detach(), zero)
+    return torch.where(mask, torch.clamp(torch.exp(log_ratio), max=cap), zero)
+
+
+GC_METHODS = ("sft", "rft", "online_rft", "grpo")
+
+
+def gradient_coefficients(method, rewards, group_size, mask, *, logp=None, ref_logp=None,
+                          beta=0.0):
+    r"""The gradient coefficient GC of DeepSeekMath's unified view (Shao et al. 2024,
+    section 5.2.1): every method's gradient is
+
+    .. math::  \mathbb{E}_{(x, y) \sim \mathcal D}\Big[\frac{1}{|y|} \sum_t
+               GC(x, y, t)\, \nabla_\theta \log \pi_\theta(y_t \mid x, y_{<t})\Big]
+
+    and the methods differ in the data source (demonstrations, samples of the start model,
+    samples of the current policy), the reward function and GC. Here, per token:
+
+    - ``"sft"``: 1 (on demonstrations);
+    - ``"rft"``, ``"online_rft"``: the reward, 1 on correct completions and 0 elsewhere (on
+      the start model's samples, or on the current policy's);
+    - ``"grpo"``: ``A_i + beta (pi_ref / pi_theta - 1)``, the group advantage
+      (:func:`group_advantages`) plus the gradient of the k3 penalty.
+
+    ==========  ==============  ===================================================
+    method      str             "sft", "rft", "online_rft" or "grpo"
+    rewards     (B G,) float    r_i; 0/1 for "rft" and "online_rft"
+    group_size  int G >= 1      completions per prompt (>= 2 for "grpo")
+    mask        (B G, L) 0/1    1 on completion tokens
+    logp        (B G, L)        log pi_theta (needed by "grpo" when beta > 0)
+    ref_logp    (B G, L)        log pi_ref (needed by "grpo" when beta > 0)
+    beta        float >= 0      the KL coefficient of "grpo"
+    returns     (B G, L)        GC, 0 on padding
+    ==========  ==============  ===================================================
+
+    Defined in: GRPO, section DeepSeekMath's recipe and the unified view.
+    """
+    method = require_choice(method, "method", GC_METHODS)
+    rewards = require_float_tensor(rewards, "rewards")
+    require_ndim(rewards, "rewards", 1)
+    require_tensor(mask, "mask")
+    require_ndim(mask, "mask", 2)
+    if mask.shape[0] != rewards.shape[0]:
+        raise ValueError(f"mask must have {rewards.shape[0]} rows (one per reward), got {mask.shape[0]}")
+    require_binary(mask, "mask")
+    group_size = require_int(group_size, "group_size", minimum=1)
+    if rewards.shape[0] % group_size:
+        raise ValueError(f"group_size must divide the number of rewards {rewards.shape[0]}, "
+                         f"got {group_size}")
+    beta = require_in_range(beta, "beta", 0.0, float("inf"))
+    m = mask.to(rewards.dtype)
+    if method == "sft":
+        return m.clone()
+    if method in ("rft", "online_rft"):
+        require_binary(rewards, "rewards")
+        return rewards[:, None] * m
+    if beta > 0 and (logp is None or ref_logp is None):
+        raise ValueError("logp and ref_logp must be given for method='grpo' with beta > 0")
+    gc = group_advantages(rewards, group_size)[:, None] * m
+    if beta > 0:
+        logp = check_like(logp, "logp", m, "mask")
+        ref_logp = check_like(ref_logp, "ref_logp", m, "mask")
+        ell = torch.where(mask.bool(), logp.detach() - ref_logp.detach(), torch.zeros_like(m))
+        gc = gc + beta * (torch.exp(-ell) - 1) * m
+    return gc
 
 
 def rloo_advantages(rewards, group_size):

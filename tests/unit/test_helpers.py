@@ -106,10 +106,11 @@ def test_show_source_without_checks_keeps_the_algorithm():
     full = show_source(_validated).source
     shown = show_source(_validated, checks=False).source
     assert "raise ValueError(\"n must" not in shown and "_check_x" not in shown
-    assert shown.count("argument checks omitted") == 2  # the first run, then the late check
+    assert shown.count("argument checks omitted") == 1  # one marker, where the first run stood
+    assert "(here and below)" in shown and "overflow" not in shown  # the late check goes too
     for line in ("total = 0", "for i in range(n):", "if i == 3:", "total += x", "return total"):
         assert line in shown
-    assert len(shown.splitlines()) == len(full.splitlines()) - 7  # 7 + 2 lines become 2
+    assert len(shown.splitlines()) == len(full.splitlines()) - 8  # 7 + 2 lines become 1
     assert _validated(2, 4) == 9  # the function itself keeps its checks
     with pytest.raises(ValueError):
         _validated(2, 11)
@@ -129,3 +130,87 @@ def test_show_source_without_checks_of_a_function_without_checks_is_unchanged():
 def test_show_source_rejects_bad_checks(checks):
     with pytest.raises(ValueError, match="checks"):
         show_source(seed_everything, checks=checks)
+
+
+def _nested_checks(x, items, scale=None):
+    """Toy with the checks the chapters' printed functions hold.
+
+    ======  =====  ========
+    x       float  a number
+    items   list   numbers
+    ======  =====  ========
+
+    Conventions: bad input raises ValueError
+    naming the argument.
+
+    Defined in: nowhere.
+    """
+    for item in items:  # a loop that only validates
+        if item < 0:
+            raise ValueError("items must be >= 0")
+    if scale is not None:
+        scale = require_positive(scale, "scale")
+    y = require_positive(x, "x") * 2  # a check call used as a value shows as its argument
+    if y > 1:
+        if y > 100:
+            raise ValueError("x too large")
+        y = y - 1
+    elif y < -5:
+        raise ValueError("x too small")
+    total = y + sum(items)
+    return total
+
+
+def require_positive(v, name):
+    if v <= 0:
+        raise ValueError(f"{name} must be > 0")
+    return v
+
+
+def test_show_source_without_checks_strips_nested_checks_and_the_argument_table():
+    shown = show_source(_nested_checks, checks=False).source
+    compile(shown, "<shown>", "exec")  # still Python
+    for gone in ("raise", "require_positive", "for item in items", "if scale is not None",
+                 "elif", "=====", "Conventions:", "naming the argument"):
+        assert gone not in shown, gone
+    for kept in ("y = x * 2", "if y > 1:", "y = y - 1", "total = y + sum(items)", "return total",
+                 "Defined in: nowhere.", "help(_nested_checks)"):
+        assert kept in shown, kept
+    assert shown.count("argument checks omitted") == 1
+    assert _nested_checks(2.0, [1.0]) == 4.0  # the function itself keeps its checks
+    for bad in ((2.0, [-1.0]), (-1.0, [1.0]), (2.0, [1.0], -1), (200.0, [])):
+        with pytest.raises(ValueError):
+            _nested_checks(*bad)
+
+
+def test_show_source_without_checks_of_a_method_keeps_its_indentation():
+    class A:
+        def f(self, x):
+            if x < 0:
+                raise ValueError("x")
+            return x + 1
+
+    shown = show_source(A.f, checks=False).source
+    assert shown.splitlines()[0].startswith("        def f") and "raise" not in shown
+    assert "            return x + 1" in shown
+
+
+def _check_pair(a, b):
+    if a > b:
+        raise ValueError("a must be <= b")
+    return a, b
+
+
+def _tuple_and_comprehension(a, b, sizes):
+    a, b = _check_pair(a, b)  # a check: dropped, even though it returns a tuple
+    sizes = [require_positive(n, "sizes") for n in sizes]  # stays: a check inside a comprehension
+    return b - a + sum(sizes)
+
+
+def test_show_source_without_checks_drops_tuple_checks_and_keeps_comprehensions():
+    shown = show_source(_tuple_and_comprehension, checks=False).source
+    assert "_check_pair" not in shown and "a, b =" not in shown
+    assert 'sizes = [require_positive(n, "sizes") for n in sizes]' in shown
+    assert "return b - a + sum(sizes)" in shown
+    with pytest.raises(ValueError):
+        _tuple_and_comprehension(2, 1, [1])

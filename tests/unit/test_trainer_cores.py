@@ -10,6 +10,7 @@ import torch
 from rlnotes import a2c, dpo, dqn, grpo, ppo, reinforce, rlhf_ppo, trpo
 from rlnotes.deeprl import _onpolicy as op
 from rlnotes.deeprl.rollout import collect_rollout
+from rlnotes.show import show_source
 
 CORES = {dqn.train: dqn.dqn, reinforce.train: reinforce.reinforce, a2c.train: a2c.a2c,
          ppo.train: ppo.ppo, trpo.train: trpo.trpo, grpo.train_grpo: grpo.grpo_sample,
@@ -24,6 +25,23 @@ def test_cores_fit_the_page(core):
     assert len(lines) <= 65, f"{core.__qualname__}: {len(lines)} lines"
     wide = [line for line in lines if len(line) > 90]
     assert not wide, f"{core.__qualname__}: lines over 90 columns: {wide}"
+
+
+# printed with show_source(checks=False): what the page shows must fit it and be the algorithm
+PRINTED_WITHOUT_CHECKS = [grpo.grpo_loss, grpo.clip_fraction]
+
+
+@pytest.mark.parametrize("fn", PRINTED_WITHOUT_CHECKS, ids=lambda f: f.__qualname__)
+def test_functions_printed_without_checks_fit_the_page(fn):
+    shown = show_source(fn, checks=False).source
+    lines = shown.splitlines()
+    assert len(lines) <= 65, f"{fn.__qualname__}: {len(lines)} lines"
+    wide = [line for line in lines if len(line) > 90]
+    assert not wide, f"{fn.__qualname__}: lines over 90 columns: {wide}"
+    code = shown.split('"""')[-1]
+    for word in ("require_", "check_", "raise ", "ValueError"):
+        assert word not in code, f"{fn.__qualname__} still prints {word}"
+    assert "=====" not in shown and "Conventions:" not in shown  # the argument table is omitted
 
 
 @pytest.mark.parametrize("core", list(CORES.values()) + [grpo.grpo_update],
