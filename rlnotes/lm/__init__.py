@@ -20,6 +20,8 @@ Nothing is downloaded: every model is trained here, deterministically, and cache
 - :mod:`~rlnotes.lm.evaluation`: pass@1 on a verifiable task;
 - :mod:`~rlnotes.lm.bon`: best-of-n sampling and its KL;
 - :mod:`~rlnotes.lm.overopt`: the functional forms of reward over-optimisation (Gao et al. 2023).
+- :mod:`~rlnotes.lm.rm_scaling`: best-of-n from a pool of samples, and Gao et al.'s form fitted for
+  reward models trained on more or fewer pairs.
 """
 
 from rlnotes.lm.generation import completion_logprobs, decode, gather_logprobs, generate

@@ -15,7 +15,7 @@ from rlnotes._validate import require_int
 from rlnotes.lm.generation import completion_logprobs, generate
 from rlnotes.lm.sft import single_thread
 
-__all__ = ["gold_and_kl", "upper_frontier", "best_gold_within", "frontier_gap"]
+__all__ = ["gold_and_kl", "upper_frontier", "best_gold_within", "frontier_gap", "RecordSummary"]
 
 
 @torch.no_grad()
@@ -125,3 +125,65 @@ def frontier_gap(kl_a, gold_a, kl_b, gold_b, n=50):
                          f"and [{kb.min()}, {kb.max()}]")
     grid = np.linspace(lo, hi, n)
     return float(np.abs(np.interp(grid, ka, ga) - np.interp(grid, kb, gb)).max())
+
+
+class RecordSummary:
+    """The recorded sweep's rows (``benchmarks/results/dpo_frontier.json``), grouped by
+    ``(method, beta)``, with the means over seeds that the chapter plots and compares.
+
+    ==================  ======================================================================
+    ``groups``          ``{(method, beta): [row, ...]}``, one row per seed
+    ``table``           ``{(method, beta): (mean KL, mean gold)}``
+    ``at(m, b, key)``   the per-seed values of ``key`` ("kl", "gold", "length") at (m, b)
+    ``means(m, betas)`` the mean KLs and mean golds of method m (of the ``betas`` only, if given)
+    ``best(m)``         (mean KL, mean gold) of m's setting with the highest mean gold
+    ``lead_within``     PPO's best mean gold within ``kl_max`` nats minus DPO's (DPO's betas: all,
+                        or ``betas``)
+    ``widest_hole``     the two consecutive mean KLs of DPO's ``betas`` that lie furthest apart
+    ==================  ======================================================================
+
+    Defined in: Direct preference optimisation, section DPO against PPO: the reward-KL frontier.
+    """
+
+    def __init__(self, rows):
+        rows = list(rows)
+        if not rows:
+            raise ValueError("rows must hold at least one row")
+        for row in rows:
+            if not isinstance(row, dict) or not {"method", "beta", "kl", "gold"} <= set(row):
+                raise ValueError(f"each row must be a dict with method, beta, kl and gold, got {row!r}")
+        self.groups = {}
+        for row in rows:
+            self.groups.setdefault((row["method"], row["beta"]), []).append(row)
+        self.table = {k: (float(np.mean([r["kl"] for r in rs])), float(np.mean([r["gold"] for r in rs])))
+                      for k, rs in self.groups.items()}
+
+    def _method(self, method):
+        if not any(k[0] == method for k in self.table):
+            raise ValueError(f"method must be one of {sorted({k[0] for k in self.table})}, got {method!r}")
+        return method
+
+    def at(self, method, beta, key):
+        if (method, beta) not in self.groups:
+            raise ValueError(f"(method, beta) must be a recorded setting, got {(method, beta)!r}")
+        return [r[key] for r in self.groups[(method, beta)]]
+
+    def means(self, method, betas=None):
+        method = self._method(method)
+        keys = sorted(k for k in self.table if k[0] == method and (betas is None or k[1] in betas))
+        return [self.table[k][0] for k in keys], [self.table[k][1] for k in keys]
+
+    def best(self, method):
+        method = self._method(method)
+        return max((v for k, v in self.table.items() if k[0] == method), key=lambda v: v[1])
+
+    def lead_within(self, kl_max, betas=None):
+        return (best_gold_within(*self.means("PPO"), kl_max)
+                - best_gold_within(*self.means("DPO", betas), kl_max))
+
+    def widest_hole(self, betas):
+        kl = np.sort(self.means("DPO", betas)[0])
+        if len(kl) < 2:
+            raise ValueError(f"betas must select at least two of DPO's settings, got {betas!r}")
+        i = int(np.argmax(np.diff(kl)))
+        return float(kl[i]), float(kl[i + 1])

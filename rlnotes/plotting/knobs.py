@@ -216,9 +216,9 @@ def ppo_clip_figure(clip_values, *, ratios=None, default=0.2):
 def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completions=200, seed=0,
                             default=None):
     """Reward over-optimisation, exactly: on a bandit with ``n_prompts`` prompts and
-    ``n_completions`` completions each, a random pi_ref, a gold reward r* ~ N(0, 1) and a reward
-    model r_psi = r* + c e whose error e is small noise, 0.5 N(0, 1), except on the reward hacks:
-    4% of the completions with r* < 0, which it overrates by 4 (e = 0.5 N(0, 1) + 4). For each
+    ``n_completions`` completions each, a random pi_ref, a gold reward R* ~ N(0, 1) and a reward
+    model r_psi = R* + c e whose error e is small noise, 0.5 N(0, 1), except on the reward hacks:
+    4% of the completions with R* < 0, which it overrates by 4 (e = 0.5 N(0, 1) + 4). For each
     beta in ``betas``, the KL-regularised optimum pi_beta of r_psi
     (:func:`rlnotes.dpo_exact.kl_optimal_policy`): gold and proxy reward against
     KL(pi_beta || pi_ref) (:func:`rlnotes.dpo_exact.kl_per_prompt`), for each error scale c in
@@ -248,7 +248,7 @@ def overoptimisation_figure(rm_errors, *, betas=None, n_prompts=20, n_completion
             rg.append(float((pi * gold).sum(-1).mean()))
             rp.append(float((pi * proxy).sum(-1).mean()))
         curves[c] = {"proxy reward r_ψ (what is optimised)": (kl, rp),
-                     "gold reward r* (what we want)": (kl, rg)}
+                     "gold reward R⋆ (what we want)": (kl, rg)}
     panel = Panel(curves, x_label="KL(π_β ‖ π_ref) in nats (β falls to the right)",
                   y_label="expected reward", title="The KL-regularised optimum as β falls")
     return knob_figure(panel, {"reward-model error scale σ": rm_errors},

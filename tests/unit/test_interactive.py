@@ -158,7 +158,7 @@ def test_overoptimisation_figure_holds_kl_optimal_policy():
         proxy = gold + c * noise
         pis = [kl_optimal_policy(ref_logp.exp(), proxy, b) for b in betas]
         kl = [kl_per_prompt(p.log(), ref_logp).mean().item() for p in pis]
-        x, y = embedded(fig, 0, c, "gold reward r* (what we want)")
+        x, y = embedded(fig, 0, c, "gold reward R⋆ (what we want)")
         assert close(x, kl) and close(y, [(p * gold).sum(-1).mean().item() for p in pis])
         _, y = embedded(fig, 0, c, "proxy reward r_ψ (what is optimised)")
         assert close(y, [(p * proxy).sum(-1).mean().item() for p in pis])
@@ -166,10 +166,10 @@ def test_overoptimisation_figure_holds_kl_optimal_policy():
 
 def test_overoptimisation_figure_shows_the_gold_reward_fall():
     fig = knobs.overoptimisation_figure([0.0, 1.5])
-    _, gold = embedded(fig, 0, 1.5, "gold reward r* (what we want)")
+    _, gold = embedded(fig, 0, 1.5, "gold reward R⋆ (what we want)")
     _, proxy = embedded(fig, 0, 1.5, "proxy reward r_ψ (what is optimised)")
     assert gold.max() > gold[-1] + 0.3 and proxy[-1] == proxy.max()
-    _, gold0 = embedded(fig, 0, 0.0, "gold reward r* (what we want)")
+    _, gold0 = embedded(fig, 0, 0.0, "gold reward R⋆ (what we want)")
     assert np.all(np.diff(gold0) > -1e-9)      # a right reward model: no fall
 
 
