@@ -6,17 +6,19 @@ summaries that the chapter on Dr. GRPO, DAPO and process supervision prints and 
   (``benchmarks/results/grpo_length_gap.json``);
 - :func:`process_runs`: the process-supervision record's final pass@1, starts and samples to the
   threshold as (starts, seeds) arrays (``benchmarks/results/grpo_process.json``);
-- :func:`ladder_runs`: the DAPO ladder record's per-seed values (``benchmarks/results/grpo_ladder.json``).
+- :func:`ladder_runs`: the DAPO ladder record's per-seed values (``benchmarks/results/grpo_ladder.json``);
+- :func:`step_label_runs`: the step-label record's statistics per completer
+  (``benchmarks/results/grpo_step_labels.json``).
 
 Defined in: Dr. GRPO, DAPO and process supervision, sections Loss aggregation and the length
-bias, DAPO, and Outcome and process supervision.
+bias, DAPO, Outcome and process supervision, and Step labels from rollouts.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["median_range", "run_values", "run_change", "process_runs", "ladder_runs"]
+__all__ = ["median_range", "run_values", "run_change", "process_runs", "ladder_runs", "step_label_runs"]
 
 
 def median_range(x, fmt="{:.2f}") -> str:
@@ -101,3 +103,17 @@ def ladder_runs(record) -> dict:
                          "benchmarks/bench_grpo_ladder.py with --json")
     return {r["rung"]: {k: np.array(r["per_seed"][k], dtype=float) for k in ("pass1", "entropy", "zero_var")}
             for r in record["rungs"]}
+
+
+def step_label_runs(record) -> dict:
+    """The step-label record's label statistics (:func:`rlnotes.lm.process.step_label_summary`,
+    plus ``step1_right``, ``step2_right``, ``outcome``) as ``{statistic: (seeds,) array}``, one
+    value per completer, in the record's order.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Step labels from rollouts.
+    """
+    _record(record, ("seeds", "runs"))
+    if not record["runs"] or not all("labels" in r for r in record["runs"]):
+        raise ValueError("record must hold runs with their 'labels' (benchmarks/bench_grpo_step_labels.py)")
+    keys = record["runs"][0]["labels"].keys()
+    return {k: np.array([r["labels"][k] for r in record["runs"]], dtype=float) for k in keys}

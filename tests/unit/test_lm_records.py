@@ -65,3 +65,15 @@ def test_ladder_runs():
     for bad in ({}, {"rungs": []}, None):
         with pytest.raises(ValueError, match="record"):
             ladder_runs(bad)
+
+
+def test_step_label_runs():
+    from rlnotes.lm.records import step_label_runs
+    rec = {"seeds": [0, 1], "runs": [{"labels": {"agree": 0.5, "false_pos": 0.3}},
+                                     {"labels": {"agree": 0.6, "false_pos": 0.2}}]}
+    out = step_label_runs(rec)
+    assert out["agree"].tolist() == [0.5, 0.6] and out["false_pos"].tolist() == [0.3, 0.2]
+    for bad, match in (({}, "record"), ({"seeds": [0], "runs": []}, "labels"),
+                       ({"seeds": [0], "runs": [{"hedges": {}}]}, "labels")):
+        with pytest.raises(ValueError, match=match):
+            step_label_runs(bad)
