@@ -6,7 +6,8 @@ DeepSeek-R1's rule-based rewards (DeepSeek-AI 2025).
   the policy that continue it; :func:`step_label_summary` compares them with the true steps;
 - :func:`format_reward`, :func:`loose_reward`: R1's format reward for the chain task's answers,
   and a deliberately loose accuracy checker (the right result anywhere in the completion);
-- :func:`final_results`, :func:`hedge_completions`: the result a completion ends with, and completions that list several candidate results, the cheapest way
+- :func:`final_results`, :func:`hedge_completions`: the result a completion ends with, and
+  completions that list several candidate results, the cheapest way
   to be paid by a loose checker without being right more often.
 
 Defined in: Dr. GRPO, DAPO and process supervision, sections Step labels from rollouts and
@@ -31,75 +32,77 @@ def _kept(completions, mask):
     return [[t for t, keep in zip(c, m) if keep] for c, m in zip(completions.tolist(), mask.tolist())]
 
 
+def _check_labels(prompts, completions, mask, step_ends, n_rollouts, temperature, generator):
+    _check_batch(prompts, completions, mask)
+    if not isinstance(step_ends, torch.Tensor) or step_ends.ndim != 2 \
+            or step_ends.shape[0] != len(prompts) or step_ends.dtype.is_floating_point:
+        got = tuple(step_ends.shape) if isinstance(step_ends, torch.Tensor) else type(step_ends).__name__
+        raise ValueError(f"step_ends must be a ({len(prompts)}, S) integer tensor, got {got}")
+    require_int(n_rollouts, "n_rollouts", minimum=1)
+    require_in_range(temperature, "temperature", 0.0, float("inf"), low_open=True)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    lengths = mask.sum(1, keepdim=True).clamp(min=1)
+    if (step_ends < 0).any() or (step_ends >= lengths).any():
+        raise ValueError("step_ends must index tokens of each completion (0 <= end < its length)")
+
+
 def mc_step_labels(model, task, prompts, completions, mask, step_ends, n_rollouts=8, *,
                    temperature=1.0, generator=None):
-    r"""Math-Shepherd's Monte Carlo step labels (Wang et al. 2024): for step j of completion i,
-    sample ``n_rollouts`` continuations of the prefix that ends with that step (prompt and
-    completion up to ``step_ends[i, j]``) from ``model``, and score each finished completion
-    with the task's outcome reward r(x, y).
+    r"""Math-Shepherd's Monte Carlo step labels (Wang et al. 2024): for step j of
+    completion i, sample n_roll continuations of the prefix that ends with that step (prompt
+    and completion up to ``step_ends[i, j]``) from ``model``, and score each finished
+    completion with the task's outcome reward r(x, y):
 
-    .. math::  \text{soft}_{i,j} = \frac{1}{N} \sum_{n=1}^{N} r(x_i, y^{(n)}_{i,j}), \qquad
-               \text{hard}_{i,j} = \max_n r(x_i, y^{(n)}_{i,j})
+    .. math::  \text{SE}_{i,j} = \frac{1}{n_\text{roll}} \sum_{n=1}^{n_\text{roll}}
+               r(x_i, y^{(n)}_{i,j}), \qquad \text{HE}_{i,j} = \max_n r(x_i, y^{(n)}_{i,j})
 
-    (the share of rollouts that reach the right final answer, and whether any does). A prefix
-    that already ends (EOS, or the task's token budget) is its own completion: its labels are
-    its reward. The labels say whether a step can still *lead* to the right answer, which is
-    not the same as whether the step is right.
+    the soft label (the share of rollouts that reach the right final answer) and the hard
+    label (whether any does). A prefix that already ends (EOS, or the task's token budget) is
+    its own completion: its labels are its reward. The labels say whether a step can still
+    *lead* to the right answer, which is not the same as whether the step is right.
 
-    ===========  ==================  ====================================================
-    argument     shape / type        meaning
-    ===========  ==================  ====================================================
-    model        TinyGPT             the policy that completes the prefixes
-    task         verifiable task     ``reward``, ``max_new_tokens``, ``tokenizer.eos_id``
-    prompts      list of B lists     token ids of the prompts x_i
-    completions  (B, L) long         the completions y_i whose steps are labelled
-    mask         (B, L)              1 on the tokens of y_i (EOS included)
-    step_ends    (B, S) long         index in y_i of the last token of each step
-    n_rollouts   int >= 1            N, rollouts per step
-    returns      (soft, hard)        two (B, S) float tensors in [0, 1]
-    ===========  ==================  ====================================================
+    ===========  ================  ==================================================
+    argument     shape / type      meaning
+    ===========  ================  ==================================================
+    model        TinyGPT           the policy that completes the prefixes
+    task         verifiable task   ``reward``, ``max_new_tokens``, ``tokenizer.eos_id``
+    prompts      list of B lists   token ids of the prompts x_i
+    completions  (B, L) long       the completions y_i whose steps are labelled
+    mask         (B, L)            1 on the tokens of y_i (EOS included)
+    step_ends    (B, S) long       index in y_i of the last token of each step
+    n_rollouts   int >= 1          n_roll, rollouts per step
+    returns      (SE, HE)          two (B, S) float tensors in [0, 1]
+    ===========  ================  ==================================================
 
     Defined in: Dr. GRPO, DAPO and process supervision, section Step labels from rollouts.
     """
-    _check_batch(prompts, completions, mask)
-    if not isinstance(step_ends, torch.Tensor) or step_ends.ndim != 2 or step_ends.shape[0] != len(prompts) \
-            or step_ends.dtype.is_floating_point:
-        raise ValueError(f"step_ends must be a ({len(prompts)}, S) integer tensor, got "
-                         f"{tuple(step_ends.shape) if isinstance(step_ends, torch.Tensor) else type(step_ends).__name__}")
-    n_rollouts = require_int(n_rollouts, "n_rollouts", minimum=1)
-    temperature = require_in_range(temperature, "temperature", 0.0, float("inf"), low_open=True)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    ys = _kept(completions, mask)
-    lengths = torch.tensor([len(y) for y in ys])
-    if (step_ends < 0).any() or (step_ends >= lengths[:, None].clamp(min=1)).any():
-        raise ValueError("step_ends must index tokens of each completion (0 <= end < its length)")
-    eos, budget = task.tokenizer.eos_id, task.max_new_tokens
-    B, S = step_ends.shape
-    soft = torch.zeros(B, S)
+    _check_labels(prompts, completions, mask, step_ends, n_rollouts, temperature, generator)
+    eos, budget, n_roll = task.tokenizer.eos_id, task.max_new_tokens, int(n_rollouts)
+    soft = torch.zeros(step_ends.shape)
     jobs = {}  # tokens left -> [(i, j, prefix)]
-    for i, y in enumerate(ys):
+    for i, y in enumerate(_kept(completions, mask)):
         for j, end in enumerate(step_ends[i].tolist()):
             prefix = y[: end + 1]
-            if prefix[-1:] == [eos] or len(prefix) >= budget:  # finished: its own completion
+            if prefix[-1:] == [eos] or len(prefix) >= budget:  # finished: its own rollout
                 comp, m = pad_completions([prefix], eos)
                 soft[i, j] = float(task.reward([prompts[i]], comp, m)[0])
             else:
                 jobs.setdefault(budget - len(prefix), []).append((i, j, prefix))
-    for left, items in sorted(jobs.items()):
-        xs = [list(prompts[i]) + prefix for i, _, prefix in items for _ in range(n_rollouts)]
+    for left, items in sorted(jobs.items()):  # one batch per number of tokens left
+        xs = [list(prompts[i]) + prefix for i, _, prefix in items for _ in range(n_roll)]
         with torch.no_grad():
             cont, _, cmask = decode(model, xs, left, temperature=temperature, eos_id=eos,
                                     generator=generator)
         tails = _kept(cont.cpu(), cmask.cpu())
-        full = [prefix + tails[k * n_rollouts + n] for k, (_, _, prefix) in enumerate(items)
-                for n in range(n_rollouts)]
+        full = [prefix + tails[k * n_roll + n] for k, (_, _, prefix) in enumerate(items)
+                for n in range(n_roll)]
         comp, m = pad_completions(full, eos)
-        r = task.reward([prompts[i] for i, _, _ in items for _ in range(n_rollouts)], comp, m)
-        r = r.view(len(items), n_rollouts).mean(1)
+        x_full = [prompts[i] for i, _, _ in items for _ in range(n_roll)]
+        r = task.reward(x_full, comp, m).view(len(items), n_roll).mean(1)  # SE
         for (i, j, _), value in zip(items, r.tolist()):
             soft[i, j] = value
-    return soft, (soft > 0).float()
+    return soft, (soft > 0).float()  # (SE, HE)
 
 
 def step_label_summary(soft, hard, step_right, outcome):
