@@ -77,3 +77,11 @@ def test_step_label_runs():
                        ({"seeds": [0], "runs": [{"hedges": {}}]}, "labels")):
         with pytest.raises(ValueError, match=match):
             step_label_runs(bad)
+
+
+def test_run_change_bad_input():
+    for args, match in ((("b", "grpo", "gap"), "set_"), (("a", "grpo", "stall"), "key"), (("a", None, "gap"), "set_")):
+        with pytest.raises(ValueError, match=match):
+            run_change(GAP, *args)
+    with pytest.raises(ValueError, match="record"):
+        run_change([], "a", "grpo", "gap")
