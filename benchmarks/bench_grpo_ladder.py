@@ -30,6 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the working tree's rlnotes
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+import rlnotes  # noqa: E402
 from rlnotes.grpo import pass_at_1, train_grpo  # noqa: E402
 from rlnotes.lm import AdditionTask, sft_model  # noqa: E402
 from stats import provenance  # noqa: E402
@@ -80,7 +81,8 @@ def main(argv=None):
         prov["loadavg_end"] = list(os.getloadavg())
         args.json.write_text(json.dumps(dict(
             benchmark="benchmarks/bench_grpo_ladder.py", command=prov["command"], provenance=prov,
-            versions=dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__),
+            versions=dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
+                          rlnotes=rlnotes.__version__),
             cpu_s=round(time.process_time() - cpu0, 1),
             description=("DAPO's pieces added one at a time, K = 2 gradient steps per batch, beta 0, "
                          f"16 prompts x G = 8, lr {args.lr:g} after 10 warm-up steps, from the 450-step SFT "

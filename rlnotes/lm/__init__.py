@@ -19,9 +19,12 @@ Nothing is downloaded: every model is trained here, deterministically, and cache
   :func:`rlnotes.rlhf_ppo.train_ppo`);
 - :mod:`~rlnotes.lm.evaluation`: pass@1 on a verifiable task;
 - :mod:`~rlnotes.lm.bon`: best-of-n sampling and its KL;
-- :mod:`~rlnotes.lm.overopt`: the functional forms of reward over-optimisation (Gao et al. 2023).
+- :mod:`~rlnotes.lm.overopt`: the functional forms of reward over-optimisation (Gao et al. 2023);
 - :mod:`~rlnotes.lm.rm_scaling`: best-of-n from a pool of samples, and Gao et al.'s form fitted for
-  reward models trained on more or fewer pairs.
+  reward models trained on more or fewer pairs;
+- :mod:`~rlnotes.lm.process`: Math-Shepherd's Monte Carlo step labels, R1's format reward and a
+  loose checker that can be gamed;
+- :mod:`~rlnotes.lm.records`: reading the GRPO benchmarks' results files.
 """
 
 from rlnotes.lm.generation import completion_logprobs, decode, gather_logprobs, generate
