@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,10 +29,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the working tree's rlnotes
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-import rlnotes  # noqa: E402
 from rlnotes.grpo import pass_at_1, train_grpo  # noqa: E402
 from rlnotes.lm import AdditionTask, sft_model  # noqa: E402
-from stats import provenance  # noqa: E402
+from stats import provenance, results_record  # noqa: E402
 
 LADDER = {  # rung -> (its label in the results file, train_grpo's arguments)
     "GRPO (K = 2)": ("grpo", dict(loss_type="grpo", epochs=2)),
@@ -78,11 +76,8 @@ def main(argv=None):
                           per_seed=dict(seed=list(range(args.seeds)), pass1=res[:, 0].round(4).tolist(),
                                         entropy=res[:, 1].round(4).tolist(), zero_var=res[:, 2].round(4).tolist())))
     if args.json is not None:
-        prov["loadavg_end"] = list(os.getloadavg())
-        args.json.write_text(json.dumps(dict(
-            benchmark="benchmarks/bench_grpo_ladder.py", command=prov["command"], provenance=prov,
-            versions=dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
-                          rlnotes=rlnotes.__version__),
+        args.json.write_text(json.dumps(results_record(
+            "benchmarks/bench_grpo_ladder.py", prov,
             cpu_s=round(time.process_time() - cpu0, 1),
             description=("DAPO's pieces added one at a time, K = 2 gradient steps per batch, beta 0, "
                          f"16 prompts x G = 8, lr {args.lr:g} after 10 warm-up steps, from the 450-step SFT "

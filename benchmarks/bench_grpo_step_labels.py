@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from functools import partial
@@ -34,12 +33,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the working tree's rlnotes
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-import rlnotes  # noqa: E402
 from rlnotes.lm.generation import decode  # noqa: E402
 from rlnotes.lm.grpo_tasks import chain_model  # noqa: E402
 from rlnotes.lm.process import (final_results, format_reward, hedge_completions,  # noqa: E402
                                 loose_reward, mc_step_labels, step_label_summary)
-from stats import provenance  # noqa: E402
+from stats import provenance, results_record  # noqa: E402
 
 
 def one_seed(seed, args):
@@ -103,11 +101,8 @@ def main(argv=None):
               f"({r['cpu_s']} s)", flush=True)
         runs.append(r)
     if args.json is not None:
-        prov["loadavg_end"] = list(os.getloadavg())
-        args.json.write_text(json.dumps(dict(
-            benchmark="benchmarks/bench_grpo_step_labels.py", command=prov["command"], provenance=prov,
-            versions=dict(python=sys.version.split()[0], torch=torch.__version__, numpy=np.__version__,
-                          rlnotes=rlnotes.__version__),
+        args.json.write_text(json.dumps(results_record(
+            "benchmarks/bench_grpo_step_labels.py", prov,
             description=(f"chain_model(steps={args.chain_steps}, seed=s) per seed s; {args.n_chain} held-out "
                          f"prompts (generator 0), one answer each (generator 1); Monte Carlo labels of the "
                          f"first {args.n_labelled} answers, {args.n_roll} rollouts a step (generator 100 + s); "

@@ -98,3 +98,18 @@ def provenance(command: list[str] | str) -> dict:
         os=platform.platform(), python=sys.version.split()[0], commit=commit,
         command=command if isinstance(command, str) else " ".join(command),
     )
+
+
+def results_record(benchmark: str, prov: dict, **fields) -> dict:
+    """A results file of a benchmark that trains rlnotes' models: its script, command and
+    provenance (the load average at the end added now), the versions it ran with, then
+    ``fields``."""
+    import torch
+
+    import rlnotes
+
+    prov["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return dict(benchmark=benchmark, command=prov["command"], provenance=prov,
+                versions=dict(python=sys.version.split()[0], torch=torch.__version__,
+                              numpy=np.__version__, rlnotes=rlnotes.__version__),
+                **fields)
