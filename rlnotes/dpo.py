@@ -174,7 +174,9 @@ def dpo_loss_variant(policy_chosen_logps, policy_rejected_logps, ref_chosen_logp
     - ``"robust"``: ((1 - p) L_sigma(z) - p L_sigma(-z)) / (1 - 2p), robust DPO (Chowdhury et al. 2024),
       an unbiased estimate of the clean labels' loss from the noisy ones; p in [0, 0.5).
 
-    Returns the mean over the B pairs. The formulas are TRL's (``DPOTrainer``'s loss).
+    Returns the mean over the B pairs. The formulas are TRL's (``DPOTrainer``'s loss: hinge and
+    robust as in TRL 1.16, whose margin is ``delta_score``; the smoothed sigmoid as in its earlier
+    releases, whose margin was ``logits``).
 
     Defined in: Direct preference optimisation, section TRL's variants of the loss.
     """

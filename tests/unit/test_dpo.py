@@ -203,7 +203,8 @@ def test_cuda_matches_cpu():
 
 # TRL's formulas, transcribed from trl/trainer/dpo_trainer.py (TRL 1.16.0, DPOTrainer's loss:
 # the "hinge" and "robust" branches; the "sigmoid" branch with label smoothing as in TRL's
-# earlier releases), with `logits` (TRL's name) = Delta, the log-ratio margin.
+# earlier releases), with `logits` (TRL's name in earlier releases; `delta_score` in 1.16) =
+# Delta, the log-ratio margin.
 def _trl_hinge(logits, beta):
     return torch.relu(1 - beta * logits)
 
