@@ -16,14 +16,14 @@ import torch
 from rlnotes._validate import require_in_range, require_int, require_real
 from rlnotes.device import get_device
 from rlnotes.lm.generation import completion_forward, generate
-from rlnotes.lm.heads import PolicyWithValue
+from rlnotes.lm.heads import PolicyWithValue, PolicyWithValueModel, RewardModel
 from rlnotes.lm.ppo import kl_penalised_rewards, token_gae, whiten
 from rlnotes.lm.sft import freeze, single_thread
 from rlnotes.ppo import ppo_clip_loss
 from rlnotes.progress import progress
 
-__all__ = ["train_ppo", "ppo_rlhf", "adaptive_kl_update", "kl_penalised_rewards", "token_gae",
-           "whiten"]
+__all__ = ["train_ppo", "ppo_rlhf", "adaptive_kl_update", "explained_variance",
+           "kl_penalised_rewards", "token_gae", "whiten"]
 
 
 def adaptive_kl_update(beta, kl, kl_target, k_beta=0.1):
@@ -51,9 +51,10 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
               lam=0.95, gamma=1.0, clip_eps=0.2, vf_coef=0.5, epochs=2, minibatches=1,
               whiten_advantages=True, advantage="gae", critic_target="returns", seed=0,
               gold_fn=None, device=None, callback=None, detach_value=True, kl_target=None,
-              k_beta=0.1):
+              k_beta=0.1, critic="head"):
     r"""PPO for language models: returns ``(agent, history)``; ``agent.policy`` is the tuned
-    TinyGPT, ``agent.value_head`` its critic (one backbone, see :class:`PolicyWithValue`).
+    TinyGPT, ``agent.value_head`` its critic (one backbone, see :class:`PolicyWithValue`; or
+    a separate value network, see ``critic``).
 
     ===================  ==================================================================
     sft                  the TinyGPT to start from; a frozen copy is pi_ref
@@ -81,6 +82,11 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
     kl_target, k_beta    optional: adapt beta after each round towards a KL of kl_target
                          nats per completion (:func:`adaptive_kl_update`; beta is then the
                          starting coefficient and must be > 0)
+    critic               "head" (default): a linear value head on the policy's features
+                         (:class:`~rlnotes.lm.PolicyWithValue`); or a ``RewardModel``: a
+                         separate value network initialised from it, as in Stiennon et al.
+                         (:class:`~rlnotes.lm.PolicyWithValueModel`; its gradient is clipped
+                         apart from the policy's, and ``detach_value`` must stay True)
     ===================  ==================================================================
 
     Why the critic does not train the backbone: its targets, the returns, carry the penalty
@@ -91,7 +97,9 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
 
     ``history`` holds per round: ``score`` (mean of reward_fn), ``gold`` (mean of gold_fn),
     ``kl`` (mean over completions of sum_t log pi_theta - log pi_ref, at sampling time),
-    ``length`` (mean tokens), ``clipfrac``, ``value_loss``, ``beta`` (the coefficient used).
+    ``length`` (mean tokens), ``clipfrac``, ``value_loss``, ``beta`` (the coefficient used),
+    ``explained_variance`` (of the critic's targets by its values at sampling time, over the
+    batch's tokens: 1 - Var(targets - V) / Var(targets)).
 
     Defined in: Reinforcement learning from human feedback, section PPO for language models.
     """
@@ -114,13 +122,26 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
         if beta <= 0:
             raise ValueError(f"beta must be > 0 when kl_target is set (the starting coefficient), got {beta}")
         adaptive_kl_update(beta, kl_target, kl_target, k_beta)  # checks kl_target and k_beta
+    if not (isinstance(critic, RewardModel) or (isinstance(critic, str) and critic == "head")):
+        raise ValueError(f"critic must be 'head' or a RewardModel (the value network's start), "
+                         f"got {critic!r}")
+    if isinstance(critic, RewardModel) and critic.backbone.vocab_size != sft.vocab_size:
+        raise ValueError(f"critic must read the policy's vocabulary of {sft.vocab_size} tokens, "
+                         f"got a reward model of {critic.backbone.vocab_size}")
+    if isinstance(critic, RewardModel) and detach_value is not True:
+        raise ValueError("detach_value must be True with a RewardModel critic (it shares no "
+                         f"parameter with the policy), got {detach_value!r}")
     device = get_device() if device is None else torch.device(device)
     gen = torch.Generator().manual_seed(seed)
-    history = {k: [] for k in ("score", "gold", "kl", "length", "clipfrac", "value_loss", "beta")}
+    history = {k: [] for k in ("score", "gold", "kl", "length", "clipfrac", "value_loss", "beta",
+                               "explained_variance")}
     coef = [beta]  # the current KL coefficient (changed between rounds by the controller)
     with single_thread(device):
         ref = freeze(sft).to(device)
-        agent = PolicyWithValue(sft, detach_value=detach_value).to(device)
+        if isinstance(critic, RewardModel):
+            agent = PolicyWithValueModel(sft, critic).to(device)
+        else:
+            agent = PolicyWithValue(sft, detach_value=detach_value).to(device)
         opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
         rounds = ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, gen,
                           batch_size=batch_size, beta=lambda: coef[0], lam=lam, gamma=gamma,
@@ -137,6 +158,7 @@ def train_ppo(sft, task, reward_fn, *, iterations=60, batch_size=64, beta=0.05, 
             history["clipfrac"].append(sum(r["clipped"]) / len(r["clipped"]))
             history["value_loss"].append(sum(r["vlosses"]) / len(r["vlosses"]))
             history["beta"].append(coef[0])
+            history["explained_variance"].append(explained_variance(r["values"], r["ret"], r["m"]))
             if kl_target is not None:
                 coef[0] = adaptive_kl_update(coef[0], history["kl"][-1], kl_target, k_beta)
             if callback is not None and callback(it, agent, history):
@@ -194,7 +216,8 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
                 loss = pg_loss + vf_coef * v_loss
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
+                for group in agent.clip_groups():  # one network, or policy and critic
+                    torch.nn.utils.clip_grad_norm_(group, 1.0)
                 opt.step()
                 with torch.no_grad():
                     ratio = torch.exp((logp - old_logp[idx]) * mm)
@@ -202,4 +225,24 @@ def ppo_rlhf(agent, ref, opt, task, reward_fn, iterations, generator, *, batch_s
                     clipped.append(float(out.sum() / mm.sum()))
                     vlosses.append(v_loss.item())
         yield dict(prompts=x, comp=y, mask=mask, m=m, score=score, old_logp=old_logp,
-                   ref_logp=ref_logp, clipped=clipped, vlosses=vlosses)
+                   ref_logp=ref_logp, clipped=clipped, vlosses=vlosses, values=values,
+                   ret=ret)
+
+
+def explained_variance(values, targets, mask):
+    """1 - Var(targets - values) / Var(targets) over the tokens where ``mask`` is 1: 1 for a
+    perfect critic, 0 for one no better than a constant (nan when the targets do not vary).
+
+    Defined in: Reinforcement learning from human feedback, section Four more details.
+    """
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2:
+        raise ValueError("mask must be a (B, L) tensor")
+    for name, x in (("values", values), ("targets", targets)):
+        if not isinstance(x, torch.Tensor) or x.shape != mask.shape:
+            raise ValueError(f"{name} must have mask's shape {tuple(mask.shape)}")
+    sel = mask.bool()
+    if not sel.any():
+        raise ValueError("mask must select at least one token")
+    t, v = targets[sel].double(), values[sel].double()
+    var = float(t.var(unbiased=False))
+    return float("nan") if var == 0 else 1.0 - float((t - v).var(unbiased=False)) / var

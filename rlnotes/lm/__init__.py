@@ -33,7 +33,7 @@ from rlnotes.lm.model import TinyGPT
 __all__ = ["TinyGPT", "generate", "completion_logprobs", "decode", "gather_logprobs"]
 
 from rlnotes.lm.bon import best_of_n_curve, bon_kl, bon_kl_exact  # noqa: E402
-from rlnotes.lm.heads import PolicyWithValue, RewardModel  # noqa: E402
+from rlnotes.lm.heads import PolicyWithValue, PolicyWithValueModel, RewardModel  # noqa: E402
 from rlnotes.lm.overopt import fit_bon_form, fit_rl_form  # noqa: E402
 from rlnotes.lm.ppo import kl_penalised_rewards, token_gae, whiten  # noqa: E402
 from rlnotes.lm.reward import (PreferencePairs, preference_accuracy,  # noqa: E402
@@ -44,7 +44,7 @@ from rlnotes.lm.tasks import AdditionTask  # noqa: E402
 from rlnotes.lm.tokenizer import CharTokenizer  # noqa: E402
 
 __all__ += ["AdditionTask", "PreferenceTask", "CharTokenizer", "sft_loss", "train_sft", "sft_model",
-            "accuracy", "freeze", "PolicyWithValue", "RewardModel", "PreferencePairs",
+            "accuracy", "freeze", "PolicyWithValue", "PolicyWithValueModel", "RewardModel", "PreferencePairs",
             "sample_preference_pairs", "train_reward_model", "preference_accuracy",
             "kl_penalised_rewards", "token_gae", "whiten", "bon_kl", "bon_kl_exact",
             "best_of_n_curve", "fit_bon_form", "fit_rl_form"]

@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from rlnotes.lm.generation import _check_prompts, completion_forward, last_index, left_pad
 
-__all__ = ["PolicyWithValue", "RewardModel"]
+__all__ = ["PolicyWithValue", "PolicyWithValueModel", "RewardModel"]
 
 
 def _scalar_head(width: int) -> nn.Linear:
@@ -45,6 +45,50 @@ class PolicyWithValue(nn.Module):
         if self.detach_value:  # the critic's error does not reach the shared backbone
             hidden = hidden.detach()
         return logp, self.value_head(hidden).squeeze(-1)
+
+    def clip_groups(self):
+        """The parameters whose gradient norm is clipped together: all of them (one network)."""
+        return [list(self.parameters())]
+
+
+class PolicyWithValueModel(nn.Module):
+    r"""A policy and a separate value network initialised from a reward model, as in Stiennon
+    et al. (2020) and Ouyang et al. (2022): ``policy`` is a copy of the TinyGPT to tune,
+    ``value_model`` a copy of the reward model's backbone and ``value_head`` of its head, whose
+    bias absorbs the reward model's ``offset``. Before training, V(s_t) is the reward model's
+    score of the partial completion: V(x, y_{<t}) = r_psi(x, y_{<t}) for t >= 1.
+
+    ``forward(prompts, completions) -> (logp, values)``, both (B, L), as
+    :class:`PolicyWithValue`; the two networks share no parameter, so the critic's error never
+    reaches the policy. ``clip_groups()`` lists them apart: each gets its own gradient clip, and
+    Adam's step is per parameter, so one Adam over both is two optimisers.
+
+    Defined in: Reinforcement learning from human feedback, section Four more details.
+    """
+
+    def __init__(self, policy, reward_model):
+        super().__init__()
+        if not isinstance(reward_model, RewardModel):
+            raise ValueError(f"reward_model must be a RewardModel, got {type(reward_model).__name__}")
+        if reward_model.backbone.vocab_size != policy.vocab_size:
+            raise ValueError(f"reward_model must read the policy's vocabulary of {policy.vocab_size} "
+                             f"tokens, got {reward_model.backbone.vocab_size}")
+        self.policy = copy.deepcopy(policy)
+        self.value_model = copy.deepcopy(reward_model.backbone)
+        self.value_head = copy.deepcopy(reward_model.head)
+        with torch.no_grad():  # r_psi subtracts its offset; V starts as r_psi exactly
+            self.value_head.bias.sub_(reward_model.offset.to(self.value_head.bias))
+        self.detach_value = True  # nothing is shared: the critic never trains the policy
+
+    def forward(self, prompts, completions):
+        logp, _ = completion_forward(self.policy, prompts, completions)
+        _, hidden = completion_forward(self.value_model, prompts, completions)
+        return logp, self.value_head(hidden).squeeze(-1)
+
+    def clip_groups(self):
+        """The parameters whose gradient norms are clipped apart: the policy's, the critic's."""
+        return [list(self.policy.parameters()),
+                list(self.value_model.parameters()) + list(self.value_head.parameters())]
 
 
 class RewardModel(nn.Module):

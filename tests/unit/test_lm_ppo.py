@@ -142,3 +142,94 @@ def test_adaptive_kl_update():
         args.update(bad)
         with pytest.raises(ValueError, match=match):
             adaptive_kl_update(**args)
+
+
+def _random_reward_model(sft, seed=0):
+    rm = lm.RewardModel(sft)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        rm.head.weight.copy_(torch.randn(rm.head.weight.shape, generator=g))
+        rm.head.bias.fill_(0.3)
+        rm.offset.fill_(0.1)
+    return rm
+
+
+def test_value_model_starts_as_the_reward_model_on_every_prefix():
+    torch.set_num_threads(1)
+    task = lm.PreferenceTask()
+    sft = lm.TinyGPT(task.tokenizer.vocab_size, task.max_len, width=16)
+    rm = _random_reward_model(sft)
+    agent = lm.PolicyWithValueModel(sft, rm)
+    g = torch.Generator().manual_seed(1)
+    x = task.sample_prompts(12, g)
+    y, logp, mask = lm.generate(sft, x, task.max_new_tokens, eos_id=task.tokenizer.eos_id, generator=g)
+    with torch.no_grad():
+        agent_logp, values = agent(x, y)
+        torch.testing.assert_close(agent_logp * mask, logp * mask)  # the policy is the SFT model's copy
+        checked = 0
+        for t in range(1, y.shape[1]):  # V(x, y_<t) = r_psi(x, y_<t) wherever token t exists
+            rows = mask[:, t].bool()
+            if rows.any():
+                prefix_score = rm([p for p, k in zip(x, rows.tolist()) if k], y[rows, :t], mask[rows, :t])
+                torch.testing.assert_close(values[rows, t], prefix_score)
+                checked += int(rows.sum())
+    assert checked > 12
+    # no parameter is shared with the policy or with the reward model
+    ids = {id(p) for p in agent.policy.parameters()} | {id(p) for p in rm.parameters()}
+    assert not ids & {id(p) for p in agent.value_model.parameters()}
+    assert [len(g) for g in agent.clip_groups()] == [len(list(agent.policy.parameters())),
+                                                      len(list(agent.parameters())) - len(list(agent.policy.parameters()))]
+
+
+def test_train_ppo_with_a_value_model_trains_it_and_keeps_the_default_unchanged():
+    torch.set_num_threads(1)
+    task = lm.PreferenceTask()
+    sft, _ = lm.train_sft(task, steps=20, width=16, device="cpu")
+    rm = _random_reward_model(sft)
+    before = [p.detach().clone() for p in rm.parameters()]
+    kw = dict(iterations=3, gold_fn=task.reward, device="cpu", lr=3e-3, seed=1)
+    agent, h = train_ppo(sft, task, task.reward, critic=rm, **kw)
+    assert isinstance(agent, lm.PolicyWithValueModel)
+    assert all(torch.equal(a, b) for a, b in zip(before, rm.parameters()))  # a copy is trained
+    moved = [not torch.equal(a, b) for a, b in zip(agent.value_model.parameters(), rm.backbone.parameters())]
+    assert sum(moved) > len(moved) // 2 and not torch.equal(agent.value_head.weight, rm.head.weight)
+    assert any(not torch.equal(a, b) for a, b in zip(agent.policy.parameters(), sft.parameters()))
+    assert len(h["explained_variance"]) == 3 and all(v <= 1 for v in h["explained_variance"])
+    # the default critic is the head, and naming it changes nothing
+    a1, h1 = train_ppo(sft, task, task.reward, **kw)
+    a2, h2 = train_ppo(sft, task, task.reward, critic="head", **kw)
+    assert isinstance(a1, lm.PolicyWithValue) and h1 == h2
+    assert all(torch.equal(p, q) for p, q in zip(a1.parameters(), a2.parameters()))
+    assert h1["explained_variance"][0] == pytest.approx(0.0, abs=1e-9)  # V = 0 at first: no better than a constant
+    assert [len(g) for g in a1.clip_groups()] == [len(list(a1.parameters()))]  # one clip over everything, as before
+
+
+def test_train_ppo_rejects_bad_critics():
+    task = lm.PreferenceTask()
+    sft = lm.TinyGPT(task.tokenizer.vocab_size, task.max_len, width=16)
+    other = lm.RewardModel(lm.TinyGPT(task.tokenizer.vocab_size + 3, task.max_len, width=16))
+    for kw, match in ((dict(critic="reward_model"), "critic"), (dict(critic=None), "critic"),
+                      (dict(critic=torch.nn.Linear(16, 1)), "critic"), (dict(critic=other), "critic"),
+                      (dict(critic=lm.RewardModel(sft), detach_value=False), "detach_value")):
+        with pytest.raises(ValueError, match=match):
+            train_ppo(sft, task, task.reward, **kw)
+    with pytest.raises(ValueError, match="reward_model"):
+        lm.PolicyWithValueModel(sft, sft)
+
+
+def test_explained_variance():
+    from rlnotes.rlhf_ppo import explained_variance
+    g = torch.Generator().manual_seed(0)
+    targets = torch.randn(4, 6, generator=g)
+    mask = (torch.arange(6)[None] < torch.tensor([[6], [2], [5], [3]])).float()
+    assert explained_variance(targets, targets, mask) == pytest.approx(1.0)
+    assert explained_variance(torch.full_like(targets, 3.0), targets, mask) == pytest.approx(0.0, abs=1e-9)
+    noisy = targets + 0.5 * torch.randn(4, 6, generator=g)
+    sel = mask.bool()
+    expected = 1 - float((targets - noisy)[sel].var(unbiased=False) / targets[sel].var(unbiased=False))
+    # padding is ignored: garbage there changes nothing
+    assert explained_variance(noisy + 100 * (1 - mask), targets, mask) == pytest.approx(expected)
+    for args, match in (((targets[:2], targets, mask), "values"), ((targets, targets[:, :3], mask), "targets"),
+                        ((targets, targets, mask * 0), "mask"), ((targets, targets, mask[0]), "mask")):
+        with pytest.raises(ValueError, match=match):
+            explained_variance(*args)
