@@ -8,7 +8,9 @@ DeepSeek-R1's rule-based rewards (DeepSeek-AI 2025).
   and a deliberately loose accuracy checker (the right result anywhere in the completion);
 - :func:`final_results`, :func:`hedge_completions`: the result a completion ends with, and
   completions that list several candidate results, the cheapest way
-  to be paid by a loose checker without being right more often.
+  to be paid by a loose checker without being right more often;
+- :func:`with_checker`: a task whose reward is another checker's, to train GRPO against the
+  loose checker (``benchmarks/bench_grpo_hacking.py``).
 
 Defined in: Dr. GRPO, DAPO and process supervision, sections Step labels from rollouts and
 Rule-based rewards and how they are gamed.
@@ -25,7 +27,7 @@ from rlnotes.lm.generation import decode
 from rlnotes.lm.tasks import _check_batch, pad_completions
 
 __all__ = ["mc_step_labels", "step_label_summary", "format_reward", "loose_reward", "final_results",
-           "hedge_completions"]
+           "hedge_completions", "with_checker"]
 
 
 def _kept(completions, mask):
@@ -224,3 +226,43 @@ def hedge_completions(task, results, max_tokens=None):
         ids = task.tokenizer.encode("=".join(str(v) for v in row), bos=False, eos=True)
         rows.append(ids[:max_tokens])
     return pad_completions(rows, task.tokenizer.eos_id)
+
+
+class _Checked:
+    """A task whose ``reward`` is ``checker(task, prompts, completions, mask)``; every other
+    attribute is the wrapped task's."""
+
+    def __init__(self, task, checker):
+        self.task, self.checker = task, checker
+
+    def reward(self, prompts, completions, mask):
+        return self.checker(self.task, prompts, completions, mask)
+
+    def __getattr__(self, name):
+        if name in ("task", "checker"):  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def __repr__(self):
+        return f"with_checker({self.task!r}, {getattr(self.checker, '__name__', self.checker)})"
+
+
+def with_checker(task, checker):
+    """``task`` with its reward replaced by ``checker``: the returned task's ``reward(prompts,
+    completions, mask)`` is ``checker(task, prompts, completions, mask)`` (for example
+    :func:`loose_reward` or :func:`format_reward`), and every other attribute (prompts, splits,
+    tokenizer, token budget, ``step_rewards``) is ``task``'s own. ``train_grpo`` then trains
+    against that checker, and ``pass_at_1`` measures it; ``task`` itself keeps its strict
+    reward, to measure what the policy really gets right.
+
+    Defined in: Dr. GRPO, DAPO and process supervision, section Rule-based rewards and how they
+    are gamed.
+    """
+    if not all(callable(getattr(task, name, None)) for name in ("reward", "sample_prompts")) \
+            or not hasattr(task, "max_new_tokens"):
+        raise ValueError(f"task must be a verifiable task (reward, sample_prompts, "
+                         f"max_new_tokens), got {type(task).__name__}")
+    if not callable(checker) or isinstance(checker, type):
+        raise ValueError(f"checker must be a function checker(task, prompts, completions, mask) "
+                         f"returning a (B,) tensor of rewards, got {checker!r}")
+    return _Checked(task, checker)

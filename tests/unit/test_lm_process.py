@@ -6,7 +6,7 @@ import torch
 
 from rlnotes.lm.grpo_tasks import ChainAdditionTask
 from rlnotes.lm.model import TinyGPT
-from rlnotes.lm.process import format_reward, hedge_completions, loose_reward, mc_step_labels
+from rlnotes.lm.process import format_reward, hedge_completions, loose_reward, mc_step_labels, with_checker
 from rlnotes.lm.tasks import AdditionTask, pad_completions
 
 
@@ -129,3 +129,47 @@ def test_final_results():
             final_results(task, bad, m)
     with pytest.raises(ValueError, match="mask"):
         final_results(task, y, m[:, :1])
+
+
+def test_with_checker_swaps_only_the_reward():
+    task = ChainAdditionTask()
+    x, y, m = _batch(task, ["47=54", "54=47", "53=54=55", "47=55"])
+    loose = with_checker(task, loose_reward)
+    assert loose.reward(x, y, m).tolist() == loose_reward(task, x, y, m).tolist() == [1, 1, 1, 0]
+    assert task.reward(x, y, m).tolist() == [1, 0, 0, 0]  # the task keeps its strict reward
+    assert loose.max_new_tokens == task.max_new_tokens and loose.tokenizer is task.tokenizer
+    assert loose.pairs("test") is task.pairs("test")
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    assert loose.sample_prompts(4, g1) == task.sample_prompts(4, g2)  # the same prompts
+    assert torch.equal(loose.step_rewards(x, y, m)[0], task.step_rewards(x, y, m)[0])
+    fmt = with_checker(task, format_reward)
+    assert fmt.reward(x, y, m).tolist() == [1, 1, 0, 1]
+
+
+def test_with_checker_trains(chain):
+    from rlnotes.grpo import train_grpo
+
+    task, model = chain
+    calls = []
+
+    def checker(t, prompts, completions, mask):
+        calls.append(len(prompts))
+        return loose_reward(t, prompts, completions, mask)
+
+    _, h = train_grpo(model, with_checker(task, checker), 1, n_prompts=2, group_size=2, eval_every=1,
+                      eval_greedy=False, seed=0)
+    assert calls[:2] == [len(task.pairs("test")), 4]  # the held-out evaluation, then the step's samples
+    assert len(h["reward"]) == 1
+
+
+@pytest.mark.parametrize("task, checker, name", [
+    (None, loose_reward, "task"),
+    (object(), loose_reward, "task"),
+    ("chain", None, "checker"),
+    ("chain", "loose", "checker"),
+    ("chain", ChainAdditionTask, "checker"),
+])
+def test_with_checker_bad_input(task, checker, name):
+    task = ChainAdditionTask() if task == "chain" else task
+    with pytest.raises(ValueError, match=name):
+        with_checker(task, checker)
