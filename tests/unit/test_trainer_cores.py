@@ -10,7 +10,16 @@ import torch
 from rlnotes import a2c, dpo, dqn, grpo, ppo, reinforce, rlhf_ppo, trpo
 from rlnotes.deeprl import _onpolicy as op
 from rlnotes.deeprl.rollout import collect_rollout
+from rlnotes.deeprl.training import torch_threads
 from rlnotes.show import show_source
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    # the wrappers train on one torch thread (their default); the cores driven by hand below must
+    # too, or a reduction summed in another order changes the last bits whatever OMP_NUM_THREADS says
+    with torch_threads(1):
+        yield
 
 CORES = {dqn.train: dqn.dqn, reinforce.train: reinforce.reinforce, a2c.train: a2c.a2c,
          ppo.train: ppo.ppo, trpo.train: trpo.trpo, grpo.train_grpo: grpo.grpo_sample,
