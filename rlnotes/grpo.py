@@ -36,7 +36,7 @@ from rlnotes.progress import progress
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
            "rloo_advantages", "process_advantages", "train_grpo", "grpo_sample", "grpo_update",
            "grpo_step_metrics",
-           "group_forward", "pass_at_1", "pass_at_k", "clip_fraction", "tis_weights",
+           "group_forward", "group_decode", "pass_at_1", "pass_at_k", "clip_fraction", "tis_weights",
            "gradient_coefficients"]
 
 SCALES = ("group", "batch", "none")
@@ -798,7 +798,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
     overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
-    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref; NaN at beta = 0, which makes no reference pass), ``loss``, ``gen_s`` and ``update_s``
+    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref;
+    NaN at beta = 0, which makes no reference pass), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start); each of ``metrics`` one value
     per step, computed on all the step's samples (before dynamic sampling's selection).
