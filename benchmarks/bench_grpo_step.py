@@ -17,8 +17,9 @@ character tokenizer and batch. The libraries take turns, ``--rounds`` times, the
 alternating, so that a change in the machine's load hits both.
 
 rlnotes' step is timed in two parts, as ``train_grpo`` records them: *generation* (sampling the
-64 completions with the KV cache, and scoring them) and *update* (pi_ref's log-probs, one
-grouped teacher-forced forward, the loss, backward, Adam); TRL's from its trainer's
+64 completions with the KV cache, each distinct prefix once, and scoring them) and *update*
+(pi_ref's log-probs when beta > 0, one grouped teacher-forced forward, the loss, backward,
+Adam); TRL's from its trainer's
 ``on_step_begin`` to ``on_step_end`` (generation, rewards, loss, backward, optimiser). Held-out
 evaluations are not timed. Each round reports the median over its timed steps (after
 ``--warmup`` untimed ones); wall time and the process's CPU time (user + sys). ``--json``
@@ -138,7 +139,7 @@ def main(argv=None):
     print("| part | rlnotes wall (ms, median) | rlnotes CPU (ms, median) |")
     print("| --- | ---: | ---: |")
     print(f"| generation (+ reward) | {ms([t for r in ours for t in r['gen_s']]):.1f} | |")
-    print(f"| update (ref, forward, backward, Adam) | "
+    print(f"| update (forward, backward, Adam; ref if beta > 0) | "
           f"{ms([t for r in ours for t in r['update_s']]):.1f} | |")
     for lib in libraries:
         s = summary[lib]["step_ms"]

@@ -36,7 +36,7 @@ from rlnotes.progress import progress
 __all__ = ["dynamic_sampling_mask", "group_advantages", "grpo_loss", "overlong_penalty",
            "rloo_advantages", "process_advantages", "train_grpo", "grpo_sample", "grpo_update",
            "grpo_step_metrics",
-           "group_forward", "pass_at_1", "pass_at_k", "clip_fraction", "tis_weights",
+           "group_forward", "group_decode", "pass_at_1", "pass_at_k", "clip_fraction", "tis_weights",
            "gradient_coefficients"]
 
 SCALES = ("group", "batch", "none")
@@ -540,9 +540,10 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
     The G completions of a group share their prompt, so its keys and values (and the logits at
     its last position, which score the first completion token) are computed once per group and
     repeated G times, instead of once per completion as
-    :func:`rlnotes.lm.generation.completion_forward` does. Same numbers (up to float rounding),
-    same gradients, and less than half the token positions on the addition task (7 prompt
-    tokens, 4 answer tokens, G = 8: 2.6 times fewer).
+    :func:`rlnotes.lm.generation.completion_forward` does; and identical completions of a group
+    are computed once and indexed. Same numbers (up to float rounding), same gradients, and
+    less than half the token positions on the addition task (7 prompt tokens, 4 answer tokens,
+    G = 8: 2.6 times fewer before the identical completions are merged).
 
     ============  ================  ======================================================
     model         TinyGPT           the policy
@@ -573,6 +574,13 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
     if P + L - 1 > model.max_len:
         raise ValueError(f"completions: prompt + completion exceed the model's max_len={model.max_len}")
     W = model.width
+    # the identical completions of a group (a sharpened policy samples many) have identical
+    # log-probs: compute each distinct (prompt, completion) once, then index; gradients add up
+    group = torch.arange(N, device=device) // G
+    distinct, inverse = torch.unique(torch.cat([group[:, None], completions], dim=1), dim=0,
+                                     return_inverse=True)
+    g_u, comp_u = distinct[:, 0], distinct[:, 1:]
+    U = comp_u.shape[0]
     ar_p = torch.arange(P, device=device)
     allowed_p = ((ar_p[None, :] <= ar_p[:, None])[None, None] & valid[:, None, None, :]) \
         | torch.eye(P, dtype=torch.bool, device=device)[None, None]
@@ -580,36 +588,118 @@ def group_forward(model, prompts, completions, group_size, *, temperature=1.0):
     has_c = L > 1
     if has_c:  # completion tokens 0..L-2 are inputs; each sees the prompt's real tokens and its past
         ar_c = torch.arange(L - 1, device=device)
-        causal = (ar_c[None, :] <= ar_c[:, None]).expand(N, 1, L - 1, L - 1)
-        seen_p = valid.repeat_interleave(G, 0)[:, None, None, :].expand(N, 1, L - 1, P)
+        causal = (ar_c[None, :] <= ar_c[:, None]).expand(U, 1, L - 1, L - 1)
+        seen_p = valid[g_u][:, None, None, :].expand(U, 1, L - 1, P)
         allowed_c = torch.cat([seen_p, causal], dim=3)
-        pos_c = (positions[:, -1:] + 1 + ar_c).repeat_interleave(G, 0)
-        y = model.tok_emb(completions[:, :-1]) + model.pos_emb(pos_c)  # (N, L-1, W)
+        pos_c = (positions[:, -1:] + 1 + ar_c)[g_u]
+        y = model.tok_emb(comp_u[:, :-1]) + model.pos_emb(pos_c)  # (U, L-1, W)
 
     def heads(z, n, t, attn):
         return z.view(n, t, attn.n_heads, attn.head_dim).transpose(1, 2)
 
-    F = torch.nn.functional
+    # every token-wise layer (layer norms, qkv, projection, MLP) runs on the prompt rows and
+    # the completion rows at once, (B P + U (L-1), W); only the attention tells them apart
+    F, BP = torch.nn.functional, B * P
+    h = torch.cat([x.reshape(BP, W), y.reshape(-1, W)]) if has_c else x.reshape(BP, W)
     for block in model.blocks:
         attn = block.attn
-        q, k, v = (heads(z, B, P, attn) for z in attn.qkv(block.ln1(x)).split(W, dim=2))
+        qkv = attn.qkv(block.ln1(h))
+        q, k, v = (heads(z, B, P, attn) for z in qkv[:BP].view(B, P, 3 * W).split(W, dim=2))
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_p)
+        a = a.transpose(1, 2).reshape(BP, W)
         if has_c:
-            qc, kc, vc = (heads(z, N, L - 1, attn) for z in attn.qkv(block.ln1(y)).split(W, dim=2))
-            K = torch.cat([k.repeat_interleave(G, 0), kc], dim=2)
-            V = torch.cat([v.repeat_interleave(G, 0), vc], dim=2)
-            yc = F.scaled_dot_product_attention(qc, K, V, attn_mask=allowed_c)
-            y = y + attn.proj(yc.transpose(1, 2).reshape(N, L - 1, W))
-            y = y + block.mlp(block.ln2(y))
-        xp = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_p)
-        x = x + attn.proj(xp.transpose(1, 2).reshape(B, P, W))
-        x = x + block.mlp(block.ln2(x))
-    hidden = model.ln_f(x[:, -1:]).repeat_interleave(G, 0)  # predicts completion token 0
+            qc, kc, vc = (heads(z, U, L - 1, attn)
+                          for z in qkv[BP:].view(U, L - 1, 3 * W).split(W, dim=2))
+            K = torch.cat([k[g_u], kc], dim=2)
+            V = torch.cat([v[g_u], vc], dim=2)
+            ac = F.scaled_dot_product_attention(qc, K, V, attn_mask=allowed_c)
+            a = torch.cat([a, ac.transpose(1, 2).reshape(U * (L - 1), W)])
+        h = h + attn.proj(a)
+        h = h + block.mlp(block.ln2(h))
+    x = h[:BP].view(B, P, W)
+    hidden = model.ln_f(x[:, -1:])[g_u]  # predicts completion token 0
     if has_c:
-        hidden = torch.cat([hidden, model.ln_f(y)], dim=1)
+        hidden = torch.cat([hidden, model.ln_f(h[BP:].view(U, L - 1, W))], dim=1)
     logits = model.head(hidden)
-    return gather_logprobs(logits / temperature, completions), hidden
+    return gather_logprobs(logits / temperature, comp_u)[inverse], hidden[inverse]
 
 
+
+
+@torch.no_grad()
+def group_decode(model, prompts, group_size, max_new_tokens, *, temperature=1.0, eos_id=None,
+                 generator=None):
+    """``decode(model, [x for x in prompts for _ in range(group_size)], max_new_tokens, ...)``
+    with each distinct prefix computed once: the forward passes run on the B prompts, then on
+    the distinct (prompt, tokens so far) of the B G rows, whose logits and keys and values the
+    rows that share them index (as :func:`group_forward` shares them when scoring; a sharpened
+    policy samples the same few completions of a prompt). The uniforms are drawn as ``decode``
+    draws them (one (B G, 1) batch a token), so the same generator gives the same completions;
+    the log-probs agree to float rounding (``tests/unit/test_grpo_fast_path.py`` compares
+    them). Returns ``(completions, logp, mask)`` of B G rows, groups contiguous, as ``decode``.
+
+    Defined in: GRPO, section Training that works.
+    """
+    from rlnotes.lm.generation import _check_prompts, _check_temperature, inverse_cdf, left_pad
+
+    V = model.vocab_size
+    prompts = _check_prompts(prompts, V)
+    G = require_int(group_size, "group_size", minimum=1)
+    max_new_tokens = require_int(max_new_tokens, "max_new_tokens", minimum=1)
+    temperature = _check_temperature(temperature)
+    if eos_id is not None:
+        eos_id = require_int(eos_id, "eos_id", minimum=0)
+        if eos_id >= V:
+            raise ValueError(f"eos_id must be a token id in [0, {V}), got {eos_id}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    device = next(model.parameters()).device
+    tokens, valid, positions = left_pad(prompts, device)
+    B, P = tokens.shape
+    if P + max_new_tokens - 1 > model.max_len:
+        raise ValueError(f"max_new_tokens: the longest prompt ({P}) plus {max_new_tokens} new tokens "
+                         f"exceeds the model's max_len={model.max_len} (+1 for the last token)")
+    cache = model.new_cache(B, P + max_new_tokens)
+    logits_u = model(tokens, positions=positions, key_valid=valid, cache=cache)[:, -1]
+    # The forward passes run on the distinct prefixes only: row_u maps each of the N = B G rows
+    # to its prefix (prompt and tokens so far), and identical prefixes share their logits and
+    # keys and values. At the start the prefixes are the B prompts; a sharpened policy keeps
+    # them few.
+    N = B * G
+    row_u = torch.arange(N, device=device) // G
+    grp_u = torch.arange(B, device=device)  # the prompt of each distinct prefix
+    key_valid = torch.cat([valid, torch.ones((B, max_new_tokens), dtype=torch.bool,
+                                             device=device)], 1)
+    last_pos = positions[:, -1]
+    out = torch.zeros((N, max_new_tokens), dtype=torch.long, device=device)
+    logp = torch.zeros((N, max_new_tokens), dtype=torch.float32, device=device)
+    mask = torch.zeros((N, max_new_tokens), dtype=torch.bool, device=device)
+    alive = torch.ones(N, dtype=torch.bool, device=device)
+    fill = torch.full((N,), eos_id if eos_id is not None else 0, dtype=torch.long, device=device)
+    u_device = generator.device if generator is not None else "cpu"
+    L = max_new_tokens
+    for t in range(max_new_tokens):  # decode's sampling loop, on the N rows
+        logp_all = torch.log_softmax(logits_u.float() / temperature, dim=-1)[row_u]
+        u = torch.rand((N, 1), generator=generator, device=u_device).to(device)
+        tok = inverse_cdf(logp_all.exp(), u)
+        lp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
+        out[:, t] = torch.where(alive, tok, fill)
+        logp[:, t] = torch.where(alive, lp, 0.0)
+        mask[:, t] = alive
+        if eos_id is not None:
+            alive &= tok != eos_id
+            if not bool(alive.any()):
+                L = t + 1
+                break
+        if t == max_new_tokens - 1:
+            break
+        prefix, row_u = torch.unique(torch.stack([row_u, out[:, t]], 1), dim=0,
+                                     return_inverse=True)
+        parent, grp_u = prefix[:, 0], grp_u[prefix[:, 0]]
+        cache.k, cache.v = cache.k[:, parent], cache.v[:, parent]
+        logits_u = model(prefix[:, 1:], positions=(last_pos[grp_u] + t + 1)[:, None],
+                         key_valid=key_valid[grp_u], cache=cache)[:, -1]
+    return out[:, :L], logp[:, :L], mask[:, :L].long()
 
 
 def _entropy_of(model, hidden, mask, temperature):
@@ -708,7 +798,8 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
     ``history`` holds one value per step for ``reward`` (the mean reward trained on, the
     overlong penalty included), ``accuracy`` (of the samples), ``length``, ``len_correct``,
     ``len_wrong``, ``zero_var`` (fraction of sampled groups with all-equal rewards), ``entropy``
-    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref), ``loss``, ``gen_s`` and ``update_s``
+    (per token; see ``_entropy_of`` for which policy it is), ``kl`` (k3 per token, to pi_ref;
+    NaN at beta = 0, which makes no reference pass), ``loss``, ``gen_s`` and ``update_s``
     (wall seconds), ``gen_cpu_s`` and ``update_cpu_s`` (CPU seconds of this process); ``eval_step``, ``pass1`` (:func:`pass_at_1`) and ``greedy`` (greedy exact-match
     accuracy) hold the held-out evaluations (step 0 is the start); each of ``metrics`` one value
     per step, computed on all the step's samples (before dynamic sampling's selection).
@@ -761,7 +852,9 @@ def train_grpo(model, task, steps, *, n_prompts=16, group_size=8, lr=2e-4, warmu
         policy = copy.deepcopy(model).train()
         for p in policy.parameters():
             p.requires_grad_(True)
-        opt = torch.optim.Adam(policy.parameters(), lr=lr)
+        # fused: Adam's element-wise update in one pass over the weights (the same rule; it
+        # rounds differently from the unfused loop by about one float32 ulp)
+        opt = torch.optim.Adam(policy.parameters(), lr=lr, fused=True)
 
         eval_gen = torch.Generator().manual_seed(10_000 + seed)
         curve_gen = torch.Generator().manual_seed(20_000 + seed)
@@ -830,9 +923,9 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
     uniq = task.sample_prompts(n_groups, generator)
     prompts = [x for x in uniq for _ in range(group_size)]  # groups contiguous
     with torch.no_grad():  # pi_theta_old samples the groups
-        comp, old_logp, mask = decode(policy, prompts, task.max_new_tokens,
-                                      temperature=temperature,
-                                      eos_id=task.tokenizer.eos_id, generator=generator)
+        comp, old_logp, mask = group_decode(policy, uniq, group_size, task.max_new_tokens,
+                                            temperature=temperature, generator=generator,
+                                            eos_id=task.tokenizer.eos_id)
     comp, mask = comp.cpu(), mask.cpu()
     correct = task.reward(prompts, comp, mask)
     r = correct.clone()
@@ -861,15 +954,18 @@ def grpo_sample(policy, task, n_prompts, group_size, generator, *, temperature, 
 
 def grpo_update(policy, ref, opt, batch, group_size, *, epochs, eps_low, eps_high, beta,
                 loss_type, temperature, grad_clip, max_tokens):
-    """GRPO's update half (the core of :func:`train_grpo`): pi_ref's log-probabilities of
-    the batch, then ``epochs`` gradient steps on :func:`grpo_loss`. Returns the last loss,
-    the k3 KL to pi_ref per token and the policy's hidden states (for the entropy).
+    """GRPO's update half (the core of :func:`train_grpo`): pi_ref's log-probabilities
+    of the batch (when beta > 0), then ``epochs`` gradient steps on :func:`grpo_loss`.
+    Returns the last loss, the k3 KL to pi_ref per token (NaN at beta = 0: no reference
+    pass) and the policy's hidden states (for the entropy).
 
     Defined in: GRPO, section Training that works.
     """
     x, y, m = batch["prompts"], batch["comp"], batch["mask"]
-    with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL (even at beta 0)
-        ref_logp, _ = group_forward(ref, x, y, group_size, temperature=temperature)
+    ref_logp = None  # at beta = 0 nothing reads pi_ref: no reference pass (TRL's default)
+    if beta > 0:
+        with torch.no_grad():  # pi_ref's log-probs: the penalty, and the KL
+            ref_logp, _ = group_forward(ref, x, y, group_size, temperature=temperature)
     for _ in range(epochs):
         logp, hidden = group_forward(policy, x, y, group_size, temperature=temperature)
         loss = grpo_loss(logp, batch["old_logp"], ref_logp, batch["adv"], m,
@@ -880,6 +976,8 @@ def grpo_update(policy, ref, opt, batch, group_size, *, epochs, eps_low, eps_hig
         if grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(policy.parameters(), grad_clip)
         opt.step()
+    if ref_logp is None:
+        return loss, float("nan"), hidden
     m = m.bool()
     with torch.no_grad():
         kl = k3(torch.where(m, logp.detach(), 0.0), torch.where(m, ref_logp, 0.0))
