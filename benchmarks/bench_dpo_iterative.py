@@ -7,7 +7,8 @@ policy; the arms differ only in where the pairs come from and which reference DP
 
 - ``iterative``: fresh pairs sampled from the last round's policy, and that policy as the
   reference (the reference moves every round, as in iterative DPO, Xu et al. 2023);
-- ``on-policy, fixed reference``: the same fresh on-policy pairs, the SFT model as reference
+- ``on-policy, fixed reference``: fresh pairs from the last round's policy too (its own samples),
+  the SFT model as reference
   (separates the moved reference from the fresh pairs);
 - ``offline`` (the control): fresh pairs sampled from the SFT model, the SFT model as reference:
   the same number of labelled pairs and DPO steps, all offline.
