@@ -154,7 +154,6 @@ def test_recorded_iterative_claims():
         assert abs(last_off["gold"] - first["gold"]) < 0.3
         assert last_it["ceiling"] < last_off["ceiling"] - 0.02
         assert last_it["held_out_acc"] < last_off["held_out_acc"]
-        assert it["on-policy, fixed reference", 3, s]["kl"] > first["kl"] + 0.5
 
 
 def test_bench_dpo_iterative_rejects_bad_rounds():
