@@ -131,3 +131,38 @@ def test_recorded_frontier_claims(lab):
     assert min(shared) > 10 * max(kl_at("PPO", 0.5)) and max(kl_at("PPO", 0.5)) < 1.5
     kl_ppo = [table[k][0] for k in sorted(k for k in table if k[0] == "PPO")]
     assert all(a > b for a, b in zip(kl_ppo, kl_ppo[1:]))
+
+
+def test_recorded_iterative_claims():
+    """The chapter's asserts on the recorded iterative DPO and its control
+    (benchmarks/results/dpo_iterative.json), per seed."""
+    import json
+    from pathlib import Path
+    record = json.loads((Path(__file__).parents[2] / "benchmarks" / "results" / "dpo_iterative.json").read_text())
+    assert record["arms"] == ["iterative", "on-policy, fixed reference", "offline"] and record["rounds"] == 3
+    assert len(record["seeds"]) >= 3 and record["provenance"]["commit"]
+    it = {(r["arm"], r["round"], r["seed"]): r for r in record["rows"]}
+    assert len(it) == len(record["rows"]) == 3 * 4 * len(record["seeds"])
+    for s in record["seeds"]:
+        first = it["offline", 1, s]
+        same = lambda r: {k: v for k, v in r.items() if k != "arm"}  # noqa: E731
+        assert all(same(it[a, 1, s]) == same(first) for a in record["arms"])  # the shared first round
+        last_it, last_off = it["iterative", 3, s], it["offline", 3, s]
+        assert abs(it["iterative", 2, s]["gold"] - first["gold"]) < 0.4
+        assert last_it["gold"] < first["gold"] - 0.5 and last_it["gold"] < last_off["gold"] - 0.5
+        assert last_it["kl"] > first["kl"] + 1.0 and last_it["kl"] > last_off["kl"] + 1.0
+        assert abs(last_off["gold"] - first["gold"]) < 0.3
+        assert last_it["ceiling"] < last_off["ceiling"] - 0.02
+        assert last_it["held_out_acc"] < last_off["held_out_acc"]
+
+
+def test_bench_dpo_iterative_rejects_bad_rounds():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[2] / "benchmarks" / "bench_dpo_iterative.py"
+    spec = importlib.util.spec_from_file_location("bench_dpo_iterative", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for bad in ("1", "0", "-2"):
+        with pytest.raises(ValueError, match="--rounds"):
+            bench.main(["--rounds", bad, "--json", "/nonexistent/x.json"])
