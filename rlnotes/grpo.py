@@ -640,19 +640,11 @@ def group_decode(model, prompts, group_size, max_new_tokens, *, temperature=1.0,
 
     Defined in: GRPO, section Training that works.
     """
-    from rlnotes.lm.generation import _check_prompts, _check_temperature, inverse_cdf, left_pad
+    from rlnotes.lm.generation import _check_decode_args, inverse_cdf, left_pad
 
-    V = model.vocab_size
-    prompts = _check_prompts(prompts, V)
+    prompts, max_new_tokens, temperature, eos_id = _check_decode_args(
+        model, prompts, max_new_tokens, temperature, eos_id, generator)
     G = require_int(group_size, "group_size", minimum=1)
-    max_new_tokens = require_int(max_new_tokens, "max_new_tokens", minimum=1)
-    temperature = _check_temperature(temperature)
-    if eos_id is not None:
-        eos_id = require_int(eos_id, "eos_id", minimum=0)
-        if eos_id >= V:
-            raise ValueError(f"eos_id must be a token id in [0, {V}), got {eos_id}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     device = next(model.parameters()).device
     tokens, valid, positions = left_pad(prompts, device)
     B, P = tokens.shape

@@ -206,15 +206,10 @@ def completion_logprobs(model, prompts, completions, mask, *, temperature=1.0):
     return logp * mask.to(logp.device, logp.dtype)
 
 
-@torch.no_grad()
-def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, generator=None,
-           greedy=False, use_cache=True):
-    """``generate`` with two switches: ``greedy=True`` takes the most probable token (logp is
-    then its log-probability under logits / temperature), ``use_cache=False`` recomputes the
-    whole sequence at every step (the slow way, for tests and benchmarks).
-
-    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
-    """
+def _check_decode_args(model, prompts, max_new_tokens, temperature, eos_id, generator):
+    """The argument checks of ``decode`` and ``rlnotes.grpo.group_decode``: returns the prompts,
+    ``max_new_tokens``, the temperature and ``eos_id``, checked; raises ``ValueError`` naming the
+    argument otherwise."""
     V = model.vocab_size
     prompts = _check_prompts(prompts, V)
     max_new_tokens = require_int(max_new_tokens, "max_new_tokens", minimum=1)
@@ -225,6 +220,20 @@ def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, gene
             raise ValueError(f"eos_id must be a token id in [0, {V}), got {eos_id}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    return prompts, max_new_tokens, temperature, eos_id
+
+
+@torch.no_grad()
+def decode(model, prompts, max_new_tokens, *, temperature=1.0, eos_id=None, generator=None,
+           greedy=False, use_cache=True):
+    """``generate`` with two switches: ``greedy=True`` takes the most probable token (logp is
+    then its log-probability under logits / temperature), ``use_cache=False`` recomputes the
+    whole sequence at every step (the slow way, for tests and benchmarks).
+
+    Defined in: Reinforcement learning from human feedback, section A language model as a policy.
+    """
+    prompts, max_new_tokens, temperature, eos_id = _check_decode_args(
+        model, prompts, max_new_tokens, temperature, eos_id, generator)
     device = _model_device(model)
     tokens, valid, positions = left_pad(prompts, device)
     B, P = tokens.shape
