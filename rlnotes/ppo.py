@@ -392,7 +392,8 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
     and the old log-probabilities of its valid transitions, then take the epochs of
     minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``, ``clip(steps)``: the step
     size's and the clip range's schedules (None: constant); ``obs_norm``: a running
-    observation normaliser, updated after the epochs (None: none). Yields ``(steps, stats)`` after each update.
+    observation normaliser, updated after the epochs (None: none). Yields ``(steps,
+    stats)`` after each update.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
