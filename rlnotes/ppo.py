@@ -237,6 +237,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           minibatch_size: int = 256,
           learning_rate: float = 2e-3,
           anneal_lr: bool = False,
+          anneal_clip: bool = False,
           gamma: float = 0.98,
           lam: float = 0.95,
           clip_eps: float = 0.3,
@@ -280,6 +281,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
       the remainder of B // minibatch_size minibatches is skipped)
     - learning_rate: Adam's step size at the start
     - anneal_lr: decay the step size linearly to 0 over total_steps
+    - anneal_clip: decay the clip range linearly from clip_eps to 0 over total_steps (as
+      RL-Zoo's CartPole setting does); needs a clip range (clip_eps not None)
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
     - clip_eps: the clip range epsilon_clip in [0, 1), or None: no clip at all (the plain
@@ -318,10 +321,14 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     minibatch_size = require_int(minibatch_size, "minibatch_size", minimum=1)
     learning_rate = check_positive(learning_rate, "learning_rate")
     check_flag(anneal_lr, "anneal_lr")
+    check_flag(anneal_clip, "anneal_clip")
     gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
     lam = require_in_range(lam, "lam", 0.0, 1.0)
     if clip_eps is not None:
         clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
+    elif anneal_clip:
+        raise ValueError("anneal_clip=True needs a clip range to anneal: clip_eps must be a "
+                         "number in [0, 1), got None")
     vf_coef = require_in_range(vf_coef, "vf_coef", 0.0, float("inf"))
     ent_coef = require_in_range(ent_coef, "ent_coef", 0.0, float("inf"))
     max_grad_norm = check_max_grad_norm(max_grad_norm)
@@ -351,6 +358,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         def lr(steps):  # anneal_lr: linear decay to 0 over total_steps
             return learning_rate * (1.0 - steps / total_steps)
 
+        def clip(steps):  # anneal_clip: linear decay to 0 over total_steps
+            return clip_eps * (1.0 - steps / total_steps)
+
         obs, _ = envs.reset(seed=seed)
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="PPO")
         try:
@@ -362,7 +372,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                     max_grad_norm=max_grad_norm, norm_adv=norm_adv,
                                     target_kl=target_kl, rng=rng, generator=generator,
                                     obs_norm=obs_norm, vf_clip=vf_clip,
-                                    log_ratios=log_ratios):
+                                    log_ratios=log_ratios,
+                                    clip=clip if anneal_clip else None):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -375,13 +386,14 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size,
         lr, gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl,
-        rng, generator, obs_norm=None, vf_clip=None, log_ratios=False):
+        rng, generator, obs_norm=None, vf_clip=None, log_ratios=False, clip=None):
     """PPO-clip's loop, the chapter's pseudocode (the core of :func:`train`): collect a
     rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages
     and the old log-probabilities of its valid transitions, then take the epochs of
-    minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``: the step size's schedule (None:
-    constant); ``obs_norm``: a running observation normaliser, updated after the epochs
-    (None: none). Yields ``(steps, stats)`` after each update.
+    minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``, ``clip(steps)``: the step
+    size's and the clip range's schedules (None: constant); ``obs_norm``: a running
+    observation normaliser, updated after the epochs (None: none). Yields ``(steps,
+    stats)`` after each update.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
@@ -394,6 +406,7 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
         if lr is not None:
             for group in optimizer.param_groups:
                 group["lr"] = lr(steps)
+        eps = clip_eps if clip is None else clip(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
         # the valid transitions: obs, actions, old logp, adv, returns, values
@@ -403,7 +416,7 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
         if B > 1:
             stats.update(_ppo_epochs(net, optimizer, params, batch, generator,
                                      n_epochs=n_epochs, minibatch_size=minibatch_size,
-                                     clip_eps=clip_eps, vf_coef=vf_coef,
+                                     clip_eps=eps, vf_coef=vf_coef,
                                      ent_coef=ent_coef, max_grad_norm=max_grad_norm,
                                      norm_adv=norm_adv, target_kl=target_kl,
                                      kl_k3=kl_k3, vf_clip=vf_clip, log_ratios=log_ratios))

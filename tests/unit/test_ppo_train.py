@@ -85,6 +85,10 @@ def test_learns_cartpole():
     (dict(callback=3), "callback"),
     (dict(target_kl=0.0), "target_kl"),
     (dict(env_id="FrozenLake-v1"), "env_id"),
+    (dict(anneal_clip=1), "anneal_clip"),
+    (dict(anneal_clip="yes"), "anneal_clip"),
+    (dict(anneal_clip=None), "anneal_clip"),
+    (dict(anneal_clip=True, clip_eps=None), "clip_eps"),
 ])
 def test_bad_inputs(kwargs, name):
     args = {"env_id": "CartPole-v1", "total_steps": 512}
@@ -185,3 +189,21 @@ def test_adam_steps_per_update(monkeypatch, minibatch_size):
     assert len(count) == expected
     if minibatch_size == 256:
         assert len(count) == 5 * len(diag)  # the defaults: 5 full-batch steps per update
+
+
+def test_anneal_clip_decays_the_clip_range_linearly(monkeypatch):
+    """anneal_clip: each update's clip range is clip_eps (1 - steps / total_steps), steps
+    counted before its rollout; without it every update uses clip_eps."""
+    seen = []
+    epochs = ppo._ppo_epochs
+
+    def recording(*args, clip_eps, **kwargs):
+        seen.append(clip_eps)
+        return epochs(*args, clip_eps=clip_eps, **kwargs)
+
+    monkeypatch.setattr(ppo, "_ppo_epochs", recording)
+    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=True)
+    np.testing.assert_allclose(seen, [0.2 * (1 - s / 1024) for s in range(0, 1024, 256)])
+    seen.clear()
+    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2)
+    assert seen == [0.2] * 4
