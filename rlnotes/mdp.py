@@ -1018,7 +1018,7 @@ def four_argument_dynamics(env):
     state and the reward. The rewards a table can pay are finitely many, ``rewards[k]``, and
 
     .. math::
-        p[s, a, s', k] = \Pr(s_{t+1} = s', r_{t+1} = 	ext{rewards}[k] \mid s_t = s, a_t = a).
+        p[s, a, s', k] = \Pr(s_{t+1} = s', r_{t+1} = \text{rewards}[k] \mid s_t = s, a_t = a).
 
     Terminal states are made absorbing with zero reward, as in
     :meth:`TabularMDP.from_gymnasium`. :func:`mdp_from_dynamics` reduces p to ``P`` and ``R``.
@@ -1100,8 +1100,8 @@ def tied_greedy_actions(mdp: TabularMDP, V, atol=1e-9):
     r"""All greedy actions of ``V``, not just the one :func:`greedy_policy` picks:
 
     .. math::
-        	ext{tied}[s, a] = \Big[\, Q(s, a) \ge \max_{a'} Q(s, a') - 	ext{atol} \cdot
-        \maxig(1, |\max_{a'} Q(s, a')|ig) \Big], \quad
+        \text{tied}[s, a] = \Big[\, Q(s, a) \ge \max_{a'} Q(s, a') - \text{atol} \cdot
+        \max\big(1, |\max_{a'} Q(s, a')|\big) \Big], \quad
         Q(s, a) = R(s, a) + \gamma \sum_{s'} P(s' \mid s, a) V(s').
 
     With ``V = V*`` (and ``gamma < 1``) every deterministic policy that picks a tied action in
