@@ -272,6 +272,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           num_envs: int = 16,
           num_steps: int = 64,
           max_kl: float = 0.02,
+          anneal_kl: bool = False,
           cg_iters: int = 10,
           cg_damping: float = 0.1,
           shrink: float = 0.8,
@@ -304,6 +305,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
     - max_kl: kappa, the radius of the trust region in mean KL
+    - anneal_kl: decay the radius linearly from max_kl to 0 over total_steps
     - cg_iters: conjugate-gradient steps
     - cg_damping: damping added to the Fisher matrix's diagonal (> 0)
     - shrink: the line search's step factor per backtrack, in (0, 1)
@@ -330,6 +332,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     total_steps, seed, num_threads = check_common(total_steps, seed, callback, num_threads)
     num_envs, num_steps = check_rollout_size(num_envs, num_steps)
     max_kl = check_positive(max_kl, "max_kl")
+    check_flag(anneal_kl, "anneal_kl")
     cg_iters = require_int(cg_iters, "cg_iters", minimum=1)
     cg_damping = check_positive(cg_damping, "cg_damping")
     shrink = require_in_range(shrink, "shrink", 0.0, 1.0, low_open=True, high_open=True)
@@ -356,6 +359,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         rng = np.random.default_rng(seed)
         policy = op.GreedyPolicy(net)
 
+        def kappa(steps):  # anneal_kl: linear decay to 0 over total_steps
+            return max_kl * (1.0 - steps / total_steps)
+
         obs, _ = envs.reset(seed=seed)
         reporter = Reporter(total_steps, callback, policy, progress=progress, desc="TRPO")
         try:
@@ -365,7 +371,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                      max_backtracks=max_backtracks, gamma=gamma, lam=lam,
                                      critic_epochs=critic_epochs,
                                      critic_minibatch=critic_minibatch, norm_adv=norm_adv,
-                                     rng=rng, generator=generator):
+                                     rng=rng, generator=generator,
+                                     kl_schedule=kappa if anneal_kl else None):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -378,11 +385,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters,
          cg_damping, shrink, max_backtracks, gamma, lam, critic_epochs, critic_minibatch,
-         norm_adv, rng, generator):
+         norm_adv, rng, generator, kl_schedule=None):
     """TRPO's loop, the chapter's pseudocode (the core of :func:`train`): collect a
     rollout, compute its GAE advantages, take one natural-gradient step of the policy
     within the trust region (:func:`_policy_step`), then fit the critic to the
-    lambda-returns (:func:`_fit_critic`). Yields ``(steps, stats)`` after each update.
+    lambda-returns (:func:`_fit_critic`). ``kl_schedule(steps)``: the radius's schedule
+    (None: ``max_kl`` throughout). Yields ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
@@ -392,13 +400,14 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
     steps = 0
     while steps < total_steps:
         T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
+        kappa = max_kl if kl_schedule is None else kl_schedule(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
         # the valid transitions: obs, actions, old logp, adv, returns, values
         batch = op.rollout_advantages(net, rollout, gamma, lam)
         stats = {"steps": steps}
         if len(batch["adv"]) > 1:
-            stats.update(_policy_step(net, actor_params, batch, max_kl=max_kl,
+            stats.update(_policy_step(net, actor_params, batch, max_kl=kappa,
                                       cg_iters=cg_iters, cg_damping=cg_damping,
                                       shrink=shrink, max_backtracks=max_backtracks,
                                       norm_adv=norm_adv))

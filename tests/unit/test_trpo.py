@@ -178,12 +178,35 @@ def test_learns_cartpole():
     (dict(gamma=1.01), "gamma"),
     (dict(critic_lr=-1.0), "critic_lr"),
     (dict(num_envs=64, num_steps=64), "num_envs"),
+    (dict(anneal_kl=1), "anneal_kl"),
+    (dict(anneal_kl="yes"), "anneal_kl"),
+    (dict(anneal_kl=None), "anneal_kl"),
 ])
 def test_bad_inputs(kwargs, name):
     args = {"env_id": "CartPole-v1", "total_steps": 512}
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         trpo.train(args.pop("env_id"), args.pop("total_steps"), **args)
+
+
+def test_anneal_kl_decays_the_radius_linearly(monkeypatch):
+    """anneal_kl: each update's radius is max_kl (1 - steps / total_steps), steps counted
+    before its rollout; without it every update uses max_kl."""
+    seen = []
+    step = trpo._policy_step
+
+    def recording(*args, max_kl, **kwargs):
+        seen.append(max_kl)
+        return step(*args, max_kl=max_kl, **kwargs)
+
+    monkeypatch.setattr(trpo, "_policy_step", recording)
+    policy = trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04, anneal_kl=True)
+    np.testing.assert_allclose(seen, [0.04 * (1 - s / 4096) for s in range(0, 4096, 1024)])
+    kls = [d["kl"] for d in policy.diagnostics]
+    assert len(kls) == 4 and all(kl <= k * (1 + 1e-6) for kl, k in zip(kls, seen))
+    seen.clear()
+    trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04)
+    assert seen == [0.04] * 4
 
 
 # --- the performance-difference lemma, exactly -------------------------------------------------
