@@ -101,11 +101,12 @@ def test_a2c_core_driven_by_hand_is_the_wrapper_run():
         net = ActorCritic(4, check_obs_space(envs, "CartPole-v1"), (64, 64))
         groups = [{"params": list(net.pi.parameters()), "scale": 1.0},
                   {"params": list(net.v.parameters()), "scale": 3.0}]
-        opt = a2c.make_optimizer(groups, "adam", 3e-3)
+        opt = a2c.make_optimizer(groups, "rmsprop", 3e-3)
         obs, _ = envs.reset(seed=2)
         steps = list(a2c.a2c(envs, np.asarray(obs, np.float32), net, opt, 640, num_steps=8,
-                             lr=3e-3, lr_scale=lambda s: 1.0, gamma=0.99, lam=0.95,
-                             vf_coef=0.5, ent_coef=0.0, normalize_advantages=True,
+                             lr=3e-3, lr_scale=lambda s: 1.0 - 0.8 * min(1.0, s / 640),
+                             gamma=0.99, lam=0.95,
+                             vf_coef=0.5, ent_coef=0.0, normalize_advantages=False,
                              max_grad_norm=0.5, generator=torch.Generator().manual_seed(2)))
     envs.close()
     assert steps == list(range(64, 641, 64))
