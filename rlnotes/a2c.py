@@ -151,7 +151,7 @@ def check_policy_args(env_id, hidden_sizes, learning_rate, gamma, init_std):
 
 
 def make_optimizer(params, name: str, learning_rate: float):
-    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5, as A3C and SB3's A2C use)."""
+    """Adam (eps 1e-5) or RMSprop (alpha 0.99 as in A3C; eps 1e-5 as in SB3's A2C)."""
     require_choice(name, "optimizer", ("adam", "rmsprop"))
     if name == "adam":
         return torch.optim.Adam(params, lr=learning_rate, eps=1e-5)
