@@ -37,7 +37,8 @@ CHAPTERS = list(TITLES)  # the book's chapters, in its order (the appendices tra
 RECORD_PREFIX = "application/papermill.record/"
 # glued numbers read from a recorded benchmark file, the same under every build: not tabulated
 FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_s2",
-                "held_", "ac_held_", "ac_candidate_", "ppo_held_", "trpo_held_")
+                "held_", "ac_held_", "ac_candidate_", "ac_earlier_", "ac_sweep_", "ppo_held_",
+                "trpo_held_")
 
 
 def _short(text: str) -> str:
