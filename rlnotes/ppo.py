@@ -236,6 +236,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           n_epochs: int = 5,
           minibatch_size: int = 256,
           learning_rate: float = 2e-3,
+          vf_lr_scale: float = 1.0,
           anneal_lr: bool = False,
           anneal_clip: bool = False,
           gamma: float = 0.98,
@@ -280,7 +281,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - minibatch_size: transitions per gradient step (a rollout smaller than it is one batch;
       the remainder of B // minibatch_size minibatches is skipped)
     - learning_rate: Adam's step size at the start
-    - anneal_lr: decay the step size linearly to 0 over total_steps
+    - vf_lr_scale: the critic's step size is learning_rate * vf_lr_scale (as in
+      :func:`rlnotes.a2c.train`: its targets are on the scale of the returns, so it may need
+      larger steps than the actor; 1: one step size for both)
+    - anneal_lr: decay the step size linearly to 0 over total_steps (the critic's too)
     - anneal_clip: decay the clip range linearly from clip_eps to 0 over total_steps (as
       RL-Zoo's CartPole setting does); needs a clip range (clip_eps not None)
     - gamma: discount factor in [0, 1]
@@ -320,6 +324,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     n_epochs = require_int(n_epochs, "n_epochs", minimum=1)
     minibatch_size = require_int(minibatch_size, "minibatch_size", minimum=1)
     learning_rate = check_positive(learning_rate, "learning_rate")
+    vf_lr_scale = check_positive(vf_lr_scale, "vf_lr_scale")
     check_flag(anneal_lr, "anneal_lr")
     check_flag(anneal_clip, "anneal_clip")
     gamma = require_in_range(gamma, "gamma", 0.0, 1.0)
@@ -350,7 +355,13 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
         obs_norm = normalize_inputs(net) if norm_obs else None
-        optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=1e-5, fused=True)
+        critic = list(net.critic.parameters())
+        others = [p for p in net.parameters() if all(p is not c for c in critic)]
+        optimizer = torch.optim.Adam([{"params": others, "scale": 1.0},
+                                      {"params": critic, "scale": vf_lr_scale}],
+                                     lr=learning_rate, eps=1e-5, fused=True)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate * group["scale"]
         generator = torch.Generator(device=dev).manual_seed(seed)
         rng = np.random.default_rng(seed)
         policy = op.GreedyPolicy(net)
@@ -405,7 +416,7 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
         T = min(num_steps, -(-(total_steps - steps) // N))  # the last may be shorter
         if lr is not None:
             for group in optimizer.param_groups:
-                group["lr"] = lr(steps)
+                group["lr"] = lr(steps) * group.get("scale", 1.0)
         eps = clip_eps if clip is None else clip(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N

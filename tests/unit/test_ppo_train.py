@@ -89,6 +89,9 @@ def test_learns_cartpole():
     (dict(anneal_clip="yes"), "anneal_clip"),
     (dict(anneal_clip=None), "anneal_clip"),
     (dict(anneal_clip=True, clip_eps=None), "clip_eps"),
+    (dict(vf_lr_scale=0.0), "vf_lr_scale"),
+    (dict(vf_lr_scale=-1.0), "vf_lr_scale"),
+    (dict(vf_lr_scale="3"), "vf_lr_scale"),
 ])
 def test_bad_inputs(kwargs, name):
     args = {"env_id": "CartPole-v1", "total_steps": 512}
@@ -207,3 +210,25 @@ def test_anneal_clip_decays_the_clip_range_linearly(monkeypatch):
     seen.clear()
     ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2)
     assert seen == [0.2] * 4
+
+
+@pytest.mark.parametrize("anneal_lr", [False, True])
+def test_vf_lr_scale_scales_the_critics_step_size(monkeypatch, anneal_lr):
+    """vf_lr_scale: the critic's parameters take Adam steps of learning_rate * vf_lr_scale
+    (annealed with the actor's when anneal_lr), the actor's of learning_rate."""
+    seen = []
+    epochs = ppo._ppo_epochs
+
+    def recording(net, optimizer, *args, **kwargs):
+        critic = {id(p) for p in net.critic.parameters()}
+        groups = optimizer.param_groups
+        assert [all(id(p) in critic for p in g["params"]) for g in groups] == [False, True]
+        assert sum(len(g["params"]) for g in groups) == len(list(net.parameters()))
+        seen.append([g["lr"] for g in groups])
+        return epochs(net, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(ppo, "_ppo_epochs", recording)
+    ppo.train("CartPole-v1", 1024, seed=0, learning_rate=1e-3, vf_lr_scale=3.0,
+              anneal_lr=anneal_lr)
+    actor = [1e-3 * (1 - s / 1024) if anneal_lr else 1e-3 for s in range(0, 1024, 256)]
+    np.testing.assert_allclose(seen, [[a, 3.0 * a] for a in actor])
