@@ -1,4 +1,4 @@
-"""The sweep behind the A2C and TRPO defaults (``rlnotes.a2c.train``, ``rlnotes.trpo.train``).
+"""The sweeps behind the A2C defaults and the TRPO, PPO and DQN candidates (``rlnotes.<algo>.train``).
 
 Runs every (setting, seed) pair under the race's own protocol (``peers/harness.py``: an
 evaluation every 2,048 steps, a run stopping at the first of three evaluations in a row >= 475
