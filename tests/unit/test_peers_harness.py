@@ -220,7 +220,7 @@ def test_rlnotes_run_takes_hyperparameters_and_may_run_on():
 def test_race_seeds_are_disjoint_from_every_recorded_sweep(tmp_path):
     assert race.sweep_overlap(race.FULL["seeds"]) == {}
     assert race.sweep_overlap(race.QUICK["seeds"]) == {}
-    assert race.sweep_overlap([0, 5, 100, 201])["dqn"] == [0, 5]
+    assert race.sweep_overlap([0, 5, 100, 201, 250])["dqn"] == [0, 5, 201]
     assert race.sweep_overlap([201])["a2c"] == [201]
     assert race.sweep_overlap([1], tmp_path / "missing.json") == {}
 
