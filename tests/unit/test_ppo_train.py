@@ -194,17 +194,10 @@ def test_adam_steps_per_update(monkeypatch, minibatch_size):
         assert len(count) == 5 * len(diag)  # the defaults: 5 full-batch steps per update
 
 
-def test_anneal_clip_decays_the_clip_range_linearly(monkeypatch):
+def test_anneal_clip_decays_the_clip_range_linearly(record_keyword):
     """anneal_clip: each update's clip range is clip_eps (1 - steps / total_steps), steps
     counted before its rollout; without it every update uses clip_eps."""
-    seen = []
-    epochs = ppo._ppo_epochs
-
-    def recording(*args, clip_eps, **kwargs):
-        seen.append(clip_eps)
-        return epochs(*args, clip_eps=clip_eps, **kwargs)
-
-    monkeypatch.setattr(ppo, "_ppo_epochs", recording)
+    seen = record_keyword(ppo, "_ppo_epochs", "clip_eps")
     ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=True)
     np.testing.assert_allclose(seen, [0.2 * (1 - s / 1024) for s in range(0, 1024, 256)])
     seen.clear()

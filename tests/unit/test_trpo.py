@@ -189,17 +189,10 @@ def test_bad_inputs(kwargs, name):
         trpo.train(args.pop("env_id"), args.pop("total_steps"), **args)
 
 
-def test_anneal_kl_decays_the_radius_linearly(monkeypatch):
+def test_anneal_kl_decays_the_radius_linearly(record_keyword):
     """anneal_kl: each update's radius is max_kl (1 - steps / total_steps), steps counted
     before its rollout; without it every update uses max_kl."""
-    seen = []
-    step = trpo._policy_step
-
-    def recording(*args, max_kl, **kwargs):
-        seen.append(max_kl)
-        return step(*args, max_kl=max_kl, **kwargs)
-
-    monkeypatch.setattr(trpo, "_policy_step", recording)
+    seen = record_keyword(trpo, "_policy_step", "max_kl")
     policy = trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04, anneal_kl=True)
     np.testing.assert_allclose(seen, [0.04 * (1 - s / 4096) for s in range(0, 4096, 1024)])
     kls = [d["kl"] for d in policy.diagnostics]
