@@ -78,13 +78,18 @@ def test_ppo_core_driven_by_hand_is_the_wrapper_run():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
         net = op.ActorCritic(obs_dim, act_info, (64, 64))
-        opt = torch.optim.Adam(net.parameters(), lr=2e-3, eps=1e-5, fused=True)
+        critic = list(net.critic.parameters())
+        actor = [p for p in net.parameters() if all(p is not c for c in critic)]
+        opt = torch.optim.Adam([{"params": actor, "scale": 1.0, "lr": 2e-3},
+                                {"params": critic, "scale": 10.0, "lr": 2e-2}],
+                               lr=2e-3, eps=1e-5, fused=True)
         obs, _ = envs.reset(seed=3)
-        steps = [s for s, _ in ppo.ppo(
-            envs, obs, net, opt, 1024, num_steps=16, n_epochs=5, minibatch_size=256, lr=None,
-            gamma=0.98, lam=0.95, clip_eps=0.3, vf_coef=1.0, ent_coef=0.0, max_grad_norm=0.5,
-            norm_adv=True, target_kl=None, rng=np.random.default_rng(3),
-            generator=torch.Generator().manual_seed(3))]
+        steps = [s for s, _ in ppo.ppo(  # the defaults: both schedules, critic 10x, raw adv
+            envs, obs, net, opt, 1024, num_steps=16, n_epochs=5, minibatch_size=256,
+            lr=lambda s: 2e-3 * (1 - s / 1024), gamma=0.99, lam=0.95, clip_eps=0.3,
+            vf_coef=1.0, ent_coef=0.0, max_grad_norm=0.5, norm_adv=False, target_kl=None,
+            rng=np.random.default_rng(3), generator=torch.Generator().manual_seed(3),
+            clip=lambda s: 0.3 * (1 - s / 1024))]
     envs.close()
     assert steps == seen == list(range(128, 1025, 128))
     for a, b in zip(policy.net.state_dict().values(), net.state_dict().values()):
