@@ -12,6 +12,11 @@ three in a row, median CPU seconds to the first.
         --set '{}' '{"lr_final_fraction": 0.0}'
 
 Each ``--set`` is a JSON dict of changes to the trainer's defaults; ``'{}'`` runs the defaults.
+Each line records those defaults too (``defaults``: the numbers, flags and strings of the
+trainer's signature), so that a run is a setting whatever the defaults later become; lines
+without it were written before the field existed, against the defaults of their day (the
+defaults of PPO and DQN changed after the fourth round: see benchmarks/README.md). A rerun
+skips a (setting, seed) pair only when it was run against the same defaults.
 """
 
 from __future__ import annotations
@@ -43,7 +48,17 @@ def _job(args):
     harness.warm_imports()
     torch.manual_seed(seed)
     rec = harness.run_rlnotes(algo, seed, budget, hp=setting)
-    return dict(rec, name=name, settings=setting)
+    return dict(rec, name=name, settings=setting, defaults=trainer_defaults(algo))
+
+
+def trainer_defaults(algo: str) -> dict:
+    """The JSON-able defaults of ``rlnotes.<algo>.train`` (what a ``--set`` changes)."""
+    import importlib
+    import inspect
+
+    signature = inspect.signature(importlib.import_module(f"rlnotes.{algo}").train)
+    return {k: p.default for k, p in signature.parameters.items()
+            if isinstance(p.default, (bool, int, float, str)) and k not in ("seed", "progress")}
 
 
 def _name(change: dict) -> str:
@@ -65,9 +80,11 @@ def main(argv=None) -> int:
     changes = [json.loads(s) for s in args.set]
     out = Path(args.out or HERE / "results" / f"{args.algo}_sweep.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
+    defaults = trainer_defaults(args.algo)
     done = set()
     if out.exists():
-        done = {(r["name"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())}
+        done = {(r["name"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())
+                if r.get("defaults") == defaults}
     jobs = [(args.algo, _name(c), c, s, args.budget) for c in changes for s in args.seeds
             if (_name(c), s) not in done]
     with Pool(args.processes, maxtasksperchild=1) as pool, out.open("a") as f:
@@ -78,7 +95,8 @@ def main(argv=None) -> int:
                   flush=True)
     runs: dict = {}
     for r in map(json.loads, out.read_text().splitlines()):
-        runs.setdefault(r["name"], {})[r["seed"]] = r
+        if r.get("defaults") == defaults:  # the table: runs against today's defaults only
+            runs.setdefault(r["name"], {})[r["seed"]] = r
     print(f"seeds {args.seeds}, budget {args.budget:,}")
     print("| setting | median first | seeds without 3 in a row | median CPU s to first "
           "| steps/s | first per seed |")

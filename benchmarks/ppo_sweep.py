@@ -27,7 +27,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 BASE = dict(num_envs=8, num_steps=32, minibatch_size=256, n_epochs=10, learning_rate=2e-3,
-            anneal_lr=False, gamma=0.98, lam=0.95, clip_eps=0.3, vf_coef=1.0, max_grad_norm=0.5)
+            anneal_lr=False, gamma=0.98, lam=0.95, clip_eps=0.3, vf_coef=1.0, max_grad_norm=0.5,
+            # the trainer's defaults of the day, now spelled out (they have changed since)
+            norm_adv=True, vf_lr_scale=1.0, anneal_clip=False)
 
 
 def _job(args):
