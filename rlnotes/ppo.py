@@ -272,7 +272,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         ppo_clip_loss(logp, old_logp, adv) + vf_coef * 0.5 (V(s) - G^lambda)^2 - ent_coef * H.
 
     Hyperparameters (the defaults are the chapter's CartPole-v1 settings, chosen by two rounds
-    of sweeps, on seeds 0-11 and 200-229: see benchmarks/README.md; with 8 x 32 = 256 steps a
+    of sweeps, on seeds 0-23 and 200-229: see benchmarks/README.md; with 8 x 32 = 256 steps a
     rollout and minibatches of 256, every epoch is one full-batch Adam step on all valid
     transitions; the step size and the clip range decay to 0, the critic steps 10 times as
     fast as the actor, and the advantages are not normalised):
@@ -449,7 +449,7 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb
     minibatches of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped
     in that epoch; it falls elsewhere in the next shuffle); on each, normalise the
-    advantages, add the clipped surrogate loss, ``vf_coef`` times the value loss and the
+    advantages (with ``norm_adv``), add the clipped surrogate loss, ``vf_coef`` times the value loss and the
     entropy bonus, and take one Adam step on the gradient clipped to ``max_grad_norm``.
     After an epoch, stop if the k3 estimate of KL(pi_old || pi) over the batch exceeds
     ``target_kl``. Returns the update's diagnostics.

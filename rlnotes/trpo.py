@@ -142,10 +142,11 @@ def conjugate_gradient(matvec, b: torch.Tensor, *, iters: int = 10, damping: flo
 
 def natural_step(g: torch.Tensor, matvec, max_kl: float, *, cg_iters: int = 10,
                  damping: float = 0.1) -> tuple[torch.Tensor, float]:
-    r"""TRPO's full step: the direction ``x ~ F^{-1} g`` by conjugate gradient, scaled so that
-    the quadratic model of the KL, ``KL(theta + s) ~ s^T F s / 2``, equals ``max_kl``:
+    r"""TRPO's full step: the direction ``x ~ (F + damping I)^{-1} g`` by conjugate gradient,
+    scaled so that the damped quadratic model of the KL, ``KL(theta + s) ~ s^T (F + damping I)
+    s / 2``, equals ``max_kl``:
 
-        s = sqrt(2 max_kl / (x^T F x)) x.
+        s = sqrt(2 max_kl / (x^T (F + damping I) x)) x.
 
     Returns ``(s, expected_improvement)`` with ``expected_improvement = g . s``, the surrogate's
     first-order gain along s (the line search compares the actual gain with it).
