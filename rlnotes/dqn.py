@@ -300,7 +300,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - learning_rate: Adam's step size at the start
     - lr_final_fraction: the step size decays linearly to this fraction of it by total_steps
     - buffer_size: replay capacity in transitions (>= batch_size)
-    - batch_size: transitions per gradient step, drawn uniformly from the buffer
+    - batch_size: transitions per gradient step, drawn from the buffer (uniformly, or by
+      priority with prioritized)
     - learning_starts: environment steps of pure experience before the first gradient step
     - gamma: discount factor in [0, 1] (0.995: a horizon of about 200 steps, long enough to feel
       the cart drifting off the track, which 0.99's horizon of 100 barely does)

@@ -449,8 +449,9 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb
     minibatches of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped
     in that epoch; it falls elsewhere in the next shuffle); on each, normalise the
-    advantages (with ``norm_adv``), add the clipped surrogate loss, ``vf_coef`` times the value loss and the
-    entropy bonus, and take one Adam step on the gradient clipped to ``max_grad_norm``.
+    advantages (with ``norm_adv``), add the clipped surrogate loss, ``vf_coef`` times the
+    value loss and the entropy bonus, and take one Adam step on the gradient clipped to
+    ``max_grad_norm``.
     After an epoch, stop if the k3 estimate of KL(pi_old || pi) over the batch exceeds
     ``target_kl``. Returns the update's diagnostics.
 
