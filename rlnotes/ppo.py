@@ -288,7 +288,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
       larger steps than the actor; 1: one step size for both; 10 by default)
     - anneal_lr: decay the step size linearly to 0 over total_steps (the critic's too)
     - anneal_clip: decay the clip range linearly from clip_eps to 0 over total_steps (as
-      RL-Zoo's CartPole setting does); needs a clip range (clip_eps not None)
+      RL-Zoo's CartPole setting does); with clip_eps None there is nothing to anneal
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1]
     - clip_eps: the clip range epsilon_clip in [0, 1), or None: no clip at all (the plain
@@ -333,9 +333,6 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     lam = require_in_range(lam, "lam", 0.0, 1.0)
     if clip_eps is not None:
         clip_eps = require_in_range(clip_eps, "clip_eps", 0.0, 1.0, high_open=True)
-    elif anneal_clip:
-        raise ValueError("anneal_clip=True needs a clip range to anneal: clip_eps must be a "
-                         "number in [0, 1), got None")
     vf_coef = require_in_range(vf_coef, "vf_coef", 0.0, float("inf"))
     ent_coef = require_in_range(ent_coef, "ent_coef", 0.0, float("inf"))
     max_grad_norm = check_max_grad_norm(max_grad_norm)
@@ -386,7 +383,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                     target_kl=target_kl, rng=rng, generator=generator,
                                     obs_norm=obs_norm, vf_clip=vf_clip,
                                     log_ratios=log_ratios,
-                                    clip=clip if anneal_clip else None):
+                                    clip=clip if anneal_clip and clip_eps is not None
+                                    else None):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break

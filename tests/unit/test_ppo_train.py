@@ -88,7 +88,7 @@ def test_learns_cartpole():
     (dict(anneal_clip=1), "anneal_clip"),
     (dict(anneal_clip="yes"), "anneal_clip"),
     (dict(anneal_clip=None), "anneal_clip"),
-    (dict(anneal_clip=True, clip_eps=None), "clip_eps"),
+    (dict(clip_eps=-0.1), "clip_eps"),
     (dict(vf_lr_scale=0.0), "vf_lr_scale"),
     (dict(vf_lr_scale=-1.0), "vf_lr_scale"),
     (dict(vf_lr_scale="3"), "vf_lr_scale"),
@@ -203,6 +203,14 @@ def test_anneal_clip_decays_the_clip_range_linearly(record_keyword):
     seen.clear()
     ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=False)
     assert seen == [0.2] * 4
+
+
+def test_no_clip_leaves_nothing_to_anneal():
+    """clip_eps=None: the plain surrogate, whatever anneal_clip says (the default anneals)."""
+    a = ppo.train("CartPole-v1", 512, seed=1, clip_eps=None)
+    b = ppo.train("CartPole-v1", 512, seed=1, clip_eps=None, anneal_clip=False)
+    for x, y in zip(a.net.state_dict().values(), b.net.state_dict().values()):
+        assert torch.equal(x, y)
 
 
 @pytest.mark.parametrize("anneal_lr", [False, True])
