@@ -369,8 +369,8 @@ class _Run:
         cwd.mkdir(parents=True, exist_ok=True)
         log = self.env.workdir / f"kernel-{self.tag}.log"
         try:
-            kernel = LimitedKernel(memory_mb=self.env.memory_mb, cwd=cwd, env=self.env.env,
-                                   log_path=log)
+            kernel = _start_kernel(lambda: LimitedKernel(memory_mb=self.env.memory_mb, cwd=cwd,
+                                                         env=self.env.env, log_path=log), log)
         except Exception as err:  # noqa: BLE001
             self.fatal = _one_line(f"{err}; kernel log: {_tail(log)}")
             return
@@ -646,6 +646,18 @@ def _out_of_memory(ename: str, evalue: str) -> bool:
     text = f"{ename} {evalue}".lower()
     return ename == "MemoryError" or "can't allocate memory" in text or \
         "cannot allocate memory" in text or "out of memory" in text
+
+
+def _start_kernel(make, log, attempts: int = 3):
+    """``make()`` a kernel; try again when it could not bind its ports ("Address already in
+    use": jupyter_client chooses free ports, and another process on the machine can take one
+    before the kernel binds it). Any other failure, or the last attempt's, is raised."""
+    for attempt in range(attempts):
+        try:
+            return make()
+        except Exception as err:  # noqa: BLE001
+            if attempt + 1 == attempts or "Address already in use" not in f"{err} {_tail(log)}":
+                raise
 
 
 def _tail(path: Path, n: int = 300) -> str:

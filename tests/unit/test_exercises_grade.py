@@ -449,3 +449,35 @@ def test_real_chapters_reader_passes_and_student_edition_fails_cleanly(tmp_path)
     assert "rlnotes' own rlnotes.mdp.in_place_policy_evaluation" in copied["ex-mdp-in-place"].detail
     assert copied["ex-mdp-modified-policy-iteration"].passed == 1
     assert per_student < 120
+
+
+def test_kernel_start_retries_only_a_port_taken_before_the_bind(tmp_path):
+    """A kernel whose port another process took between its choice and the bind is started
+    again; any other failure, and the last attempt's, reaches the grader as it was."""
+    from rlnotes.exercises.grade import _start_kernel
+
+    log = tmp_path / "kernel.log"
+    calls = []
+
+    def flaky(failures, message):
+        def make():
+            calls.append(1)
+            if len(calls) <= failures:
+                raise RuntimeError(message)
+            return "kernel"
+        return make
+
+    assert _start_kernel(flaky(2, "zmq.error.ZMQError: Address already in use"), log) == "kernel"
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(RuntimeError, match="Address already in use"):
+        _start_kernel(flaky(3, "zmq.error.ZMQError: Address already in use"), log)
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(RuntimeError, match="memory"):
+        _start_kernel(flaky(1, "kernel failed to start (killed: memory)"), log)
+    assert len(calls) == 1
+    calls.clear()
+    log.write_text("... zmq.error.ZMQError: Address already in use\n")   # said only in the log
+    assert _start_kernel(flaky(1, "kernel failed to start (exit 1)"), log) == "kernel"
+    assert len(calls) == 2
