@@ -19,6 +19,8 @@ import torch
 
 from rlnotes._validate import require_choice, require_in_range, require_int
 from rlnotes.deeprl import _onpolicy as op
+from rlnotes.deeprl.networks import Standardize
+from rlnotes.deeprl.normalize import Normalized
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_positive, check_rollout_size, choose_device,
                                      torch_threads)
@@ -272,8 +274,8 @@ def _set_flat(params, theta: torch.Tensor) -> None:
 def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           num_envs: int = 16,
           num_steps: int = 64,
-          max_kl: float = 0.02,
-          anneal_kl: bool = False,
+          max_kl: float = 0.08,
+          anneal_kl: bool = True,
           cg_iters: int = 10,
           cg_damping: float = 0.1,
           shrink: float = 0.8,
@@ -282,8 +284,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           lam: float = 0.95,
           critic_lr: float = 3e-3,
           critic_epochs: int = 10,
-          critic_minibatch: int = 512,
+          critic_minibatch: int = 256,
           norm_adv: bool = True,
+          standardize_obs: bool = True,
           hidden_sizes=(64, 64),
           activation: str = "tanh",
           log_std_init: float = 0.0,
@@ -318,6 +321,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - critic_minibatch: transitions per critic gradient step; each shuffle gives
       B // critic_minibatch steps (the ragged remainder is skipped)
     - norm_adv: normalise each rollout's advantages to mean 0, std 1
+    - standardize_obs: standardise the observations, for the actor and the critic, with the
+      mean and standard deviation of the first rollout, fixed afterwards (DQN's
+      ``rlnotes.deeprl.Standardize``)
     - hidden_sizes, activation: the actor's and the critic's hidden layers
     - log_std_init: the Gaussian policy's initial log standard deviation (Box actions)
     - num_threads: torch threads during training (1 is fastest for small networks)
@@ -344,6 +350,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     critic_epochs = require_int(critic_epochs, "critic_epochs", minimum=1)
     critic_minibatch = require_int(critic_minibatch, "critic_minibatch", minimum=1)
     check_flag(norm_adv, "norm_adv")
+    check_flag(standardize_obs, "standardize_obs")
     hidden_sizes = check_hidden_sizes(hidden_sizes)
     require_choice(activation, "activation", ("tanh", "relu"))
     log_std_init = require_in_range(log_std_init, "log_std_init", -20.0, 20.0)
@@ -354,6 +361,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
+        standardize = Standardize(obs_dim, device=dev) if standardize_obs else None
+        if standardize is not None:  # one layer in front of both networks
+            net.actor = Normalized(standardize, net.actor)
+            net.critic = Normalized(standardize, net.critic)
         critic_opt = torch.optim.Adam(net.critic.parameters(), lr=critic_lr, eps=1e-5,
                                       fused=True)
         generator = torch.Generator(device=dev).manual_seed(seed)
@@ -373,7 +384,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                      critic_epochs=critic_epochs,
                                      critic_minibatch=critic_minibatch, norm_adv=norm_adv,
                                      rng=rng, generator=generator,
-                                     kl_schedule=kappa if anneal_kl else None):
+                                     kl_schedule=kappa if anneal_kl else None,
+                                     standardize=standardize):
                 policy.diagnostics.append(stats)
                 if reporter(steps):
                     break
@@ -386,16 +398,19 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters,
          cg_damping, shrink, max_backtracks, gamma, lam, critic_epochs, critic_minibatch,
-         norm_adv, rng, generator, kl_schedule=None):
+         norm_adv, rng, generator, kl_schedule=None, standardize=None):
     """TRPO's loop, the chapter's pseudocode (the core of :func:`train`): collect a
     rollout, compute its GAE advantages, take one natural-gradient step of the policy
     within the trust region (:func:`_policy_step`), then fit the critic to the
     lambda-returns (:func:`_fit_critic`). ``kl_schedule(steps)``: the radius's schedule
-    (None: ``max_kl`` throughout). Yields ``(steps, stats)`` after each update.
+    (None: ``max_kl`` throughout); ``standardize``: the input layer
+    :class:`~rlnotes.deeprl.Standardize` of the actor and the critic, fitted to the first
+    rollout's observations before anything is computed from them (None: none). Yields
+    ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
-    N = envs.num_envs
+    N, device = envs.num_envs, next(net.parameters()).device
     actor_params = list(net.actor.parameters()) + ([] if net.discrete else [net.log_std])
     autoreset = np.zeros(N, dtype=bool)
     steps = 0
@@ -404,6 +419,8 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
         kappa = max_kl if kl_schedule is None else kl_schedule(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
+        if standardize is not None and steps == T * N:  # fitted to the first rollout only
+            standardize.fit(torch.as_tensor(rollout.obs[rollout.valid], device=device))
         # the valid transitions: obs, actions, old logp, adv, returns, values
         batch = op.rollout_advantages(net, rollout, gamma, lam)
         stats = {"steps": steps}

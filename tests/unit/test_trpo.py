@@ -181,6 +181,9 @@ def test_learns_cartpole():
     (dict(anneal_kl=1), "anneal_kl"),
     (dict(anneal_kl="yes"), "anneal_kl"),
     (dict(anneal_kl=None), "anneal_kl"),
+    (dict(standardize_obs=1), "standardize_obs"),
+    (dict(standardize_obs="no"), "standardize_obs"),
+    (dict(standardize_obs=None), "standardize_obs"),
 ])
 def test_bad_inputs(kwargs, name):
     args = {"env_id": "CartPole-v1", "total_steps": 512}
@@ -198,8 +201,49 @@ def test_anneal_kl_decays_the_radius_linearly(record_keyword):
     kls = [d["kl"] for d in policy.diagnostics]
     assert len(kls) == 4 and all(kl <= k * (1 + 1e-6) for kl, k in zip(kls, seen))
     seen.clear()
-    trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04)
+    trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04, anneal_kl=False)
     assert seen == [0.04] * 4
+
+
+def test_standardize_obs_fits_the_first_rollout_once(monkeypatch):
+    """standardize_obs: one Standardize in front of the actor and the critic, fitted to the
+    valid observations of the first rollout before its log-probabilities and values are
+    computed, and never refitted."""
+    from rlnotes.deeprl import Standardize
+    from rlnotes.deeprl import _onpolicy as op
+    rollouts, fits = [], []
+    collect, fit = op.collect_rollout, Standardize.fit
+
+    def recording_collect(*args, **kwargs):
+        out = collect(*args, **kwargs)
+        rollouts.append(out[0])
+        return out
+
+    def recording_fit(self, obs, *args, **kwargs):
+        fits.append(obs.clone())
+        return fit(self, obs, *args, **kwargs)
+
+    monkeypatch.setattr(op, "collect_rollout", recording_collect)
+    monkeypatch.setattr(Standardize, "fit", recording_fit)
+    policy = trpo.train("CartPole-v1", 3072, seed=0, standardize_obs=True)
+    assert len(rollouts) == 3 and len(fits) == 1
+    first = rollouts[0]
+    np.testing.assert_array_equal(fits[0].numpy(), first.obs[first.valid])
+    net = policy.net
+    assert net.actor.normalizer is net.critic.normalizer
+    np.testing.assert_allclose(net.actor.normalizer.mean.numpy(), first.obs[first.valid].mean(0),
+                               rtol=1e-5, atol=1e-6)
+    assert (net.actor.normalizer.std.numpy() > 0.01).all()
+    # the greedy policy standardises the raw observations it is given
+    obs = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    with torch.no_grad():
+        z = (torch.as_tensor(obs) - net.actor.normalizer.mean) / net.actor.normalizer.std
+        np.testing.assert_array_equal(policy(obs), net.actor.body(z).argmax(-1).numpy())
+
+
+def test_standardize_obs_off_leaves_the_network_unwrapped():
+    policy = trpo.train("CartPole-v1", 1024, seed=0, standardize_obs=False)
+    assert not hasattr(policy.net.actor, "normalizer")
 
 
 # --- the performance-difference lemma, exactly -------------------------------------------------
