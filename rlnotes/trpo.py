@@ -300,7 +300,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Each update: play ``num_steps`` steps in each of ``num_envs`` envs, compute GAE advantages,
     take one natural-gradient step of the policy on the surrogate
-    ``L(theta) = mean(ratio * A)`` within the trust region ``mean KL <= max_kl`` (conjugate
+    ``L(theta) = mean(ratio * A)`` within the trust region ``mean KL <= kappa`` (conjugate
     gradient on Fisher-vector products, then a backtracking line search), then fit the critic
     to the lambda-returns with Adam.
 
@@ -308,7 +308,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
-    - max_kl: kappa, the radius of the trust region in mean KL
+    - max_kl: kappa, the radius of the trust region in mean KL (its start, with anneal_kl)
     - anneal_kl: decay the radius linearly from max_kl to 0 over total_steps
     - cg_iters: conjugate-gradient steps
     - cg_damping: damping added to the Fisher matrix's diagonal (> 0)
@@ -331,8 +331,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - progress: show a progress bar
 
     ``callback(steps, policy)`` is called after every update; returning True stops training.
-    ``policy.diagnostics`` lists, per update, the KL reached, the backtracks taken, the
-    surrogate's improvement and the explained variance.
+    ``policy.diagnostics`` lists, per update, the radius kappa, the KL reached, the backtracks
+    taken, the surrogate's improvement and the explained variance.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
     """
@@ -405,7 +405,9 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
     lambda-returns (:func:`_fit_critic`). ``kl_schedule(steps)``: the radius's schedule
     (None: ``max_kl`` throughout); ``standardize``: the input layer
     :class:`~rlnotes.deeprl.Standardize` of the actor and the critic, fitted to the first
-    rollout's observations before anything is computed from them (None: none). Yields
+    rollout's observations before its log-probabilities and values are computed (the
+    rollout itself was collected by the unfitted network: with the policy head's small
+    initial weights both are close to uniform) (None: none). Yields
     ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section Trust region policy optimisation.
@@ -423,7 +425,7 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
             standardize.fit(torch.as_tensor(rollout.obs[rollout.valid], device=device))
         # the valid transitions: obs, actions, old logp, adv, returns, values
         batch = op.rollout_advantages(net, rollout, gamma, lam)
-        stats = {"steps": steps}
+        stats = {"steps": steps, "kappa": kappa}
         if len(batch["adv"]) > 1:
             stats.update(_policy_step(net, actor_params, batch, max_kl=kappa,
                                       cg_iters=cg_iters, cg_damping=cg_damping,

@@ -200,6 +200,7 @@ def test_anneal_kl_decays_the_radius_linearly(record_keyword):
     np.testing.assert_allclose(seen, [0.04 * (1 - s / 4096) for s in range(0, 4096, 1024)])
     kls = [d["kl"] for d in policy.diagnostics]
     assert len(kls) == 4 and all(kl <= k * (1 + 1e-6) for kl, k in zip(kls, seen))
+    assert [d["kappa"] for d in policy.diagnostics] == seen  # the diagnostics record the radius
     seen.clear()
     trpo.train("CartPole-v1", 4096, seed=0, max_kl=0.04, anneal_kl=False)
     assert seen == [0.04] * 4

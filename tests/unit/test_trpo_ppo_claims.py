@@ -15,7 +15,9 @@ def test_trpo_seed0_learns_within_20480_steps_inside_the_trust_region():
     assert scores.max() > 200  # one seed: a wide margin only
     import inspect
     max_kl = inspect.signature(trpo.train).parameters["max_kl"].default
-    assert all(d["kl"] <= max_kl + 1e-7 for d in policy.diagnostics)
+    kappas = [d["kappa"] for d in policy.diagnostics]
+    assert kappas[0] == max_kl and all(b < a for a, b in zip(kappas, kappas[1:]))  # annealed
+    assert all(d["kl"] <= d["kappa"] + 1e-7 for d in policy.diagnostics)
 
 
 def test_some_seed_of_each_method_reaches_475_and_every_run_learns_in_16384_steps():
