@@ -73,8 +73,9 @@ class RunningNormalizer(nn.Module):
 
 
 class Normalized(nn.Module):
-    """``body(normalizer(x))``; indexing reaches the body's layers (``module[0]`` is the MLP's
-    first layer), so code that inspects the MLP keeps working.
+    """``body(normalizer(x))``, for a running normaliser (PPO's ``norm_obs``) or a fixed
+    ``Standardize`` layer (TRPO's ``standardize_obs``); indexing reaches the body's layers
+    (``module[0]`` is the MLP's first layer), so code that inspects the MLP keeps working.
 
     Defined in: TRPO and PPO, section Implementation details that decide PPO's results.
     """
