@@ -362,7 +362,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
         standardize = Standardize(obs_dim, device=dev) if standardize_obs else None
-        if standardize is not None:  # one layer in front of both networks
+        if standardize_obs:  # one layer in front of both networks
             net.actor = Normalized(standardize, net.actor)
             net.critic = Normalized(standardize, net.critic)
         critic_opt = torch.optim.Adam(net.critic.parameters(), lr=critic_lr, eps=1e-5,
