@@ -1,7 +1,8 @@
 """PPO's implementation details on CartPole-v1: an ablation over seeds that no sweep used.
 
-Each variant changes one option of ``rlnotes.ppo.train`` from its defaults: observation
-normalisation (``norm_obs``), value clipping (``vf_clip``, the clip range of OpenAI's PPO2 code,
+Each variant changes one option of ``rlnotes.ppo.train`` from its defaults: no input
+standardisation (``standardize_obs=False``), a running observation normaliser in its place
+(``norm_obs``), value clipping (``vf_clip``, the clip range of OpenAI's PPO2 code,
 which reuses epsilon_clip for the value), advantage normalisation per minibatch, no gradient
 clipping, a constant learning rate, a constant clip range, the critic at the actor's step size
 (``vf_lr_scale=1``), no clip at all (``clip_eps=None``: the plain surrogate maximised for the
@@ -14,8 +15,9 @@ first evaluation >= 475, and the largest ratio of any update.
     .venv/bin/python benchmarks/ppo_details.py                    # seeds 300-304, 20,480 steps
     .venv/bin/python benchmarks/ppo_details.py --seeds 300 --budget 4096 --out /tmp/x
 
-Seeds 300-304: no sweep used them (the PPO sweeps used 0-11 and 200-229); they are five of the
-ten seeds of the race of record, which measures steps to 475 against SB3, not these variants.
+Seeds 300-304: no sweep used them (the PPO sweeps used 0-23, 200-229, 500-549 and 700-749); they
+are five of the ten seeds of an earlier race of record, which measured steps to 475 against SB3,
+not these variants.
 Writes ``<out>/ppo_details.json``: provenance (versions, CPU, command, date, commit), every run,
 and per variant the median [min, max] over the seeds. Rendered by the chapter "TRPO and PPO".
 """
@@ -43,7 +45,8 @@ from rlnotes.deeprl import _onpolicy as op  # noqa: E402
 ENV_ID = "CartPole-v1"
 VARIANTS = {
     "defaults": {},
-    "observation normalisation": {"norm_obs": True},
+    "no input standardisation": {"standardize_obs": False},
+    "running observation normalisation": {"standardize_obs": False, "norm_obs": True},
     "value clipping (0.3)": {"vf_clip": 0.3},
     "advantage normalisation": {"norm_adv": True},
     "no gradient clipping": {"max_grad_norm": None},
@@ -126,7 +129,7 @@ def main(argv=None) -> int:
         "command": "nice -n 10 .venv/bin/python benchmarks/ppo_details.py " + " ".join(
             sys.argv[1:] if argv is None else argv),
         "seeds": args.seeds,
-        "seeds_note": "no sweep used them (the PPO sweeps: 0-11 and 200-229)",
+        "seeds_note": "no sweep used them (the PPO sweeps: 0-23, 200-229, 500-549, 700-749)",
         "budget_steps": args.budget,
         "protocol": "every 2,048 steps, 10 greedy episodes on a 10-env evaluation env seeded "
                     "seed + 10000; no early stop",

@@ -22,6 +22,7 @@ import torch
 from rlnotes._validate import (require_choice, require_gamma, require_in_range, require_int,
                                require_real)
 from rlnotes.deeprl.envs import env_spec, make_vec_env
+from rlnotes.deeprl.normalize import normalize_inputs
 from rlnotes.deeprl.rollout import (ActorCritic, MostProbablePolicy, check_obs_space,
                                     collect_rollout, masked_mean, rollout_advantages)
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
@@ -171,6 +172,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           vf_coef: float = 0.5,
           ent_coef: float = 0.0,
           normalize_advantages: bool = False,
+          norm_obs: bool = False,
           max_grad_norm: float | None = 0.5,
           init_std: float = 1.0,
           num_threads: int = 1,
@@ -197,6 +199,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - vf_coef: weight of the value loss
     - ent_coef: weight of the entropy bonus
     - normalize_advantages: standardise the advantages of each rollout (mean 0, std 1)
+    - norm_obs: normalise the observations by their running mean and variance (clipped to
+      +-10) in front of the policy and the value network
+      (:func:`rlnotes.deeprl.normalize.normalize_inputs`); the statistics are updated with each
+      rollout's valid observations after its gradient step
     - max_grad_norm: clip the gradient's global norm to this (None: no clipping)
     - init_std: Box actions: the Gaussian policy's initial standard deviation (> 0)
     - num_threads: torch threads during training (1 is fastest for small networks)
@@ -221,6 +227,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     if vf_coef < 0 or ent_coef < 0:
         raise ValueError(f"vf_coef and ent_coef must be >= 0, got {vf_coef} and {ent_coef}")
     check_flag(normalize_advantages, "normalize_advantages")
+    check_flag(norm_obs, "norm_obs")
     max_grad_norm = check_max_grad_norm(max_grad_norm)
     dev = choose_device(device)
 
@@ -235,6 +242,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     with torch_threads(num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # network initialisation; the global stream is restored after
         net = ActorCritic(obs_dim, act_info, hidden_sizes, init_std=init_std, device=dev)
+        obs_norm = normalize_inputs(net) if norm_obs else None
         actor = list(net.pi.parameters()) + ([] if net.discrete else [net.log_std])
         groups = [{"params": actor, "scale": 1.0},
                   {"params": list(net.v.parameters()), "scale": vf_lr_scale}]
@@ -255,7 +263,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                              lr=learning_rate, lr_scale=lr_scale, gamma=gamma, lam=lam,
                              vf_coef=vf_coef, ent_coef=ent_coef,
                              normalize_advantages=normalize_advantages,
-                             max_grad_norm=max_grad_norm, generator=generator):
+                             max_grad_norm=max_grad_norm, generator=generator,
+                             obs_norm=obs_norm):
                 if reporter(steps):
                     break
         finally:
@@ -266,11 +275,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 
 def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam, vf_coef,
-        ent_coef, normalize_advantages, max_grad_norm, generator):
+        ent_coef, normalize_advantages, max_grad_norm, generator, obs_norm=None):
     """A2C's loop, the chapter's pseudocode (the core of :func:`train`): a rollout of T =
     ``num_steps`` steps in each of the N envs, its GAE advantages and lambda-returns, one
     gradient step on :func:`a2c_loss`. Each of ``opt``'s parameter groups has the step
-    size ``lr * group["scale"] * lr_scale(steps)``. Yields the env steps after each
+    size ``lr * group["scale"] * lr_scale(steps)``; ``obs_norm``: a running observation
+    normaliser, updated after the step (None: none). Yields the env steps after each
     update.
 
     Defined in: Actor-critic and generalised advantage estimation,
@@ -308,4 +318,6 @@ def a2c(envs, obs, net, opt, total_steps, *, num_steps, lr, lr_scale, gamma, lam
         if max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=True)
         opt.step()
+        if obs_norm is not None and bool(mask.any()):
+            obs_norm.update(o[mask])  # the statistics move between updates only
         yield steps

@@ -11,7 +11,8 @@ from rlnotes._losses import check_like, check_logp, check_mask, clipped_objectiv
 from rlnotes._validate import (require_choice, require_float_tensor, require_in_range, require_int,
                                require_same_shape)
 from rlnotes.deeprl import _onpolicy as op
-from rlnotes.deeprl.normalize import normalize_inputs
+from rlnotes.deeprl.networks import Standardize
+from rlnotes.deeprl.normalize import Normalized, normalize_inputs
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
@@ -232,7 +233,7 @@ def _ratio_stats(ratio, adv, clip_eps):
 
 def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           num_envs: int = 8,
-          num_steps: int = 32,
+          num_steps: int = 64,
           n_epochs: int = 5,
           minibatch_size: int = 256,
           learning_rate: float = 2e-3,
@@ -248,6 +249,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           norm_adv: bool = False,
           target_kl: float | None = None,
           norm_obs: bool = False,
+          standardize_obs: bool = True,
           vf_clip: float | None = None,
           log_ratios: bool = False,
           hidden_sizes=(64, 64),
@@ -271,11 +273,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
         ppo_clip_loss(logp, old_logp, adv) + vf_coef * 0.5 (V(s) - G^lambda)^2 - ent_coef * H.
 
-    Hyperparameters (the defaults are the chapter's CartPole-v1 settings, chosen by two rounds
-    of sweeps, on seeds 0-23 and 200-229: see benchmarks/README.md; with 8 x 32 = 256 steps a
-    rollout and minibatches of 256, every epoch is one full-batch Adam step on all valid
-    transitions; the step size and the clip range decay to 0, the critic steps 10 times as
-    fast as the actor, and the advantages are not normalised):
+    Hyperparameters (the defaults are the chapter's CartPole-v1 settings, chosen by three
+    rounds of sweeps, on seeds 0-23, 200-229 and 500-549, the last checked on seeds 700-749:
+    see benchmarks/README.md; with 8 x 64 = 512 steps a rollout and minibatches of 256, every
+    epoch takes two Adam steps; the step size and the clip range decay to 0, the critic steps
+    10 times as fast as the actor, the advantages are not normalised, and the observations
+    pass through a fixed standardisation fitted to the first rollout):
 
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
@@ -300,8 +303,12 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - target_kl: stop an update's epochs once the k3 estimate of KL(pi_old || pi) over the
       rollout exceeds it (None: never)
     - norm_obs: normalise the observations by their running mean and variance (clipped to
-      +-10) in front of the actor and the critic (:mod:`rlnotes.deeprl.normalize`); the
-      statistics are updated once per rollout, after its epochs
+      +-10) in front of the actor and the critic (:mod:`rlnotes.deeprl.normalize`), in place
+      of standardize_obs (which must then be False); the statistics are updated once per
+      rollout, after its epochs
+    - standardize_obs: standardise the observations, for the actor and the critic, with the
+      mean and standard deviation of the first rollout's valid observations, fixed afterwards
+      (TRPO's input layer, ``rlnotes.deeprl.Standardize``); norm_obs needs it False
     - vf_clip: clip the value's move from the rollout's value to +-vf_clip in the value loss
       (:func:`value_loss`; None: no clipping)
     - log_ratios: add to each update's diagnostics :func:`ratio_stats` of the batch after the
@@ -340,6 +347,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     if target_kl is not None:
         target_kl = check_positive(target_kl, "target_kl")
     check_flag(norm_obs, "norm_obs")
+    check_flag(standardize_obs, "standardize_obs")
+    if norm_obs and standardize_obs:
+        raise ValueError("norm_obs and standardize_obs must not both be True (one input layer)")
     if vf_clip is not None:
         vf_clip = check_positive(vf_clip, "vf_clip")
     check_flag(log_ratios, "log_ratios")
@@ -354,6 +364,10 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
         obs_norm = normalize_inputs(net) if norm_obs else None
+        standardize = Standardize(obs_dim, device=dev) if standardize_obs else None
+        if standardize_obs:  # one fixed layer in front of both networks
+            net.actor = Normalized(standardize, net.actor)
+            net.critic = Normalized(standardize, net.critic)
         critic = list(net.critic.parameters())
         others = [p for p in net.parameters() if all(p is not c for c in critic)]
         optimizer = torch.optim.Adam([{"params": others, "scale": 1.0},
@@ -381,7 +395,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
                                     clip_eps=clip_eps, vf_coef=vf_coef, ent_coef=ent_coef,
                                     max_grad_norm=max_grad_norm, norm_adv=norm_adv,
                                     target_kl=target_kl, rng=rng, generator=generator,
-                                    obs_norm=obs_norm, vf_clip=vf_clip,
+                                    obs_norm=obs_norm, standardize=standardize,
+                                    vf_clip=vf_clip,
                                     log_ratios=log_ratios,
                                     clip=clip if anneal_clip and clip_eps is not None
                                     else None):
@@ -397,14 +412,16 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
 def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatch_size,
         lr, gamma, lam, clip_eps, vf_coef, ent_coef, max_grad_norm, norm_adv, target_kl,
-        rng, generator, obs_norm=None, vf_clip=None, log_ratios=False, clip=None):
+        rng, generator, obs_norm=None, standardize=None, vf_clip=None, log_ratios=False,
+        clip=None):
     """PPO-clip's loop, the chapter's pseudocode (the core of :func:`train`): collect a
     rollout of T = ``num_steps`` steps in each of the N envs, compute the GAE advantages
     and the old log-probabilities of its valid transitions, then take the epochs of
     minibatch steps of :func:`_ppo_epochs`. ``lr(steps)``, ``clip(steps)``: the step
     size's and the clip range's schedules (None: constant); ``obs_norm``: a running
-    observation normaliser, updated after the epochs (None: none). Yields ``(steps,
-    stats)`` after each update.
+    observation normaliser, updated after the epochs (None: none); ``standardize``: a
+    fixed input layer, fitted to the first rollout before its advantages (None: none).
+    Yields ``(steps, stats)`` after each update.
 
     Defined in: TRPO and PPO, section PPO on CartPole.
     """
@@ -420,6 +437,10 @@ def ppo(envs, obs, net, optimizer, total_steps, *, num_steps, n_epochs, minibatc
         eps = clip_eps if clip is None else clip(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
+        # the input layer is fitted once, to the first rollout's valid observations
+        if standardize is not None and steps == T * N and rollout.valid.sum() > 1:
+            standardize.fit(torch.as_tensor(rollout.obs[rollout.valid],
+                                            device=params[0].device))
         # the valid transitions: obs, actions, old logp, adv, returns, values
         batch = op.rollout_advantages(net, rollout, gamma, lam)
         B = len(batch["adv"])
@@ -458,12 +479,12 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     obs, actions, old_logp = batch["obs"], batch["actions"], batch["logp"]
     adv_all, returns = batch["adv"], batch["returns"]
     B = len(adv_all)
-    mb = min(minibatch_size, B)
+    n_mb = max(1, round(B / minibatch_size))  # minibatches of B / n_mb, none left out
     epochs = 0
     for _ in range(n_epochs):
         perm = torch.randperm(B, generator=generator, device=obs.device)
-        for start in range(0, B - mb + 1, mb):  # drop a ragged last minibatch
-            idx = perm[start:start + mb]
+        for idx in torch.tensor_split(perm, n_mb):
+            mb = len(idx)
             logp, entropy = net.log_prob(obs[idx], actions[idx], entropy=ent_coef > 0)
             adv = adv_all[idx]
             if norm_adv and mb > 1:

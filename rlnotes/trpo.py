@@ -421,7 +421,8 @@ def trpo(envs, obs, net, critic_opt, total_steps, *, num_steps, max_kl, cg_iters
         kappa = max_kl if kl_schedule is None else kl_schedule(steps)
         rollout, obs, autoreset = op.collect_rollout(envs, net, obs, autoreset, T, rng)
         steps += T * N
-        if standardize is not None and steps == T * N:  # fitted to the first rollout only
+        # the input layer is fitted once, to the first rollout's valid observations
+        if standardize is not None and steps == T * N and rollout.valid.sum() > 1:
             standardize.fit(torch.as_tensor(rollout.obs[rollout.valid], device=device))
         # the valid transitions: obs, actions, old logp, adv, returns, values
         batch = op.rollout_advantages(net, rollout, gamma, lam)

@@ -1,7 +1,7 @@
 """Observation normalisation for the on-policy trainers: a running mean and variance of the
 observations (merged batch by batch with Chan et al.'s parallel update) applied in front of the
 actor and the critic, so that the returned greedy policy normalises the raw observations it is
-given. Used by :func:`rlnotes.ppo.train` with ``norm_obs=True``."""
+given. Used by :func:`rlnotes.ppo.train` and :func:`rlnotes.a2c.train` with ``norm_obs=True``."""
 
 from __future__ import annotations
 
@@ -92,16 +92,22 @@ class Normalized(nn.Module):
 
 
 def normalize_inputs(net, *, clip: float = 10.0) -> RunningNormalizer:
-    """Put one shared :class:`RunningNormalizer` in front of ``net.actor`` and ``net.critic``
-    (an :class:`rlnotes.deeprl._onpolicy.ActorCritic`, modified in place) and return it. The
+    """Put one shared :class:`RunningNormalizer` in front of the policy network and the value
+    network of ``net`` (``net.actor`` and ``net.critic`` of an
+    :class:`rlnotes.deeprl._onpolicy.ActorCritic`, or ``net.pi`` and ``net.v`` of an
+    :class:`rlnotes.deeprl.rollout.ActorCritic`), modified in place, and return it. The
     parameters and their order are unchanged (the normaliser holds buffers only).
 
     Defined in: TRPO and PPO, section Implementation details that decide PPO's results.
     """
-    if not (hasattr(net, "actor") and hasattr(net, "critic")):
-        raise ValueError(f"net must have an actor and a critic, got {type(net).__name__}")
-    first = net.actor[0]
+    names = next((pair for pair in (("actor", "critic"), ("pi", "v"))
+                  if all(hasattr(net, name) for name in pair)), None)
+    if names is None:
+        raise ValueError(f"net must have an actor and a critic (or pi and v), got "
+                         f"{type(net).__name__}")
+    actor, critic = (getattr(net, name) for name in names)
+    first = actor[0]
     norm = RunningNormalizer(first.in_features, clip=clip, device=first.weight.device)
-    net.actor = Normalized(norm, net.actor)
-    net.critic = Normalized(norm, net.critic)
+    setattr(net, names[0], Normalized(norm, actor))
+    setattr(net, names[1], Normalized(norm, critic))
     return norm

@@ -138,6 +138,10 @@ def test_ratio_stats_rejects_bad_inputs(args, name):
 # --- the trainer's options -------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, name", [({"norm_obs": 1}, "norm_obs"), ({"vf_clip": -1.0}, "vf_clip"),
+                                      ({"standardize_obs": 1}, "standardize_obs"),
+                                      ({"standardize_obs": "yes"}, "standardize_obs"),
+                                      ({"standardize_obs": True, "norm_obs": True},
+                                       "standardize_obs"),
                                       ({"vf_clip": 0}, "vf_clip"),
                                       ({"log_ratios": "yes"}, "log_ratios"),
                                       ({"clip_eps": 1.0}, "clip_eps")])
@@ -148,9 +152,11 @@ def test_train_rejects_bad_options(kw, name):
 
 def test_options_off_by_default_and_each_changes_the_run():
     base = ppo.train("CartPole-v1", 1024, seed=7)
-    off = ppo.train("CartPole-v1", 1024, seed=7, norm_obs=False, vf_clip=None, log_ratios=False)
+    off = ppo.train("CartPole-v1", 1024, seed=7, norm_obs=False, standardize_obs=True,
+                    vf_clip=None, log_ratios=False)
     assert base.diagnostics == off.diagnostics
-    for kw in ({"norm_obs": True}, {"vf_clip": 0.3}, {"clip_eps": None}):
+    for kw in ({"norm_obs": True, "standardize_obs": False}, {"standardize_obs": False},
+               {"vf_clip": 0.3}, {"clip_eps": None}):
         run = ppo.train("CartPole-v1", 1024, seed=7, **kw)
         assert run.diagnostics != base.diagnostics, kw
     logged = ppo.train("CartPole-v1", 1024, seed=7, log_ratios=True)
@@ -161,7 +167,7 @@ def test_options_off_by_default_and_each_changes_the_run():
 
 
 def test_norm_obs_learns_statistics_and_no_clip_lets_ratios_escape():
-    normed = ppo.train("CartPole-v1", 2048, seed=1, norm_obs=True)
+    normed = ppo.train("CartPole-v1", 2048, seed=1, norm_obs=True, standardize_obs=False)
     norm = normed.net.actor.normalizer
     assert float(norm.count) > 1500 and (norm.var > 0).all()
     unclipped = ppo.train("CartPole-v1", 2048, seed=1, clip_eps=None, n_epochs=20,

@@ -173,10 +173,10 @@ def test_explained_variance():
     assert op.explained_variance(-r, r) < 0
 
 
-@pytest.mark.parametrize("minibatch_size", [256, 64, 100])
+@pytest.mark.parametrize("minibatch_size", [256, 64, 100, 1000])
 def test_adam_steps_per_update(monkeypatch, minibatch_size):
-    """Each epoch takes B // minibatch_size Adam steps on a fresh shuffle of the B valid
-    transitions (one full-batch step when B <= minibatch_size, as with the defaults)."""
+    """Each epoch takes round(B / minibatch_size) Adam steps (at least one) on a fresh shuffle
+    of the B valid transitions (two per epoch with the defaults' rollouts of 8 x 64)."""
     count = []
     step = torch.optim.Adam.step
 
@@ -185,23 +185,56 @@ def test_adam_steps_per_update(monkeypatch, minibatch_size):
         return step(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.Adam, "step", counting_step)
-    policy = ppo.train("CartPole-v1", 1024, seed=0, minibatch_size=minibatch_size)
+    policy = ppo.train("CartPole-v1", 2048, seed=0, minibatch_size=minibatch_size)
     diag = policy.diagnostics
-    assert all(0 < d["transitions"] <= 256 for d in diag)
-    expected = sum(d["epochs"] * max(1, d["transitions"] // minibatch_size) for d in diag)
+    assert all(384 <= d["transitions"] <= 512 for d in diag)
+    expected = sum(d["epochs"] * max(1, round(d["transitions"] / minibatch_size)) for d in diag)
     assert len(count) == expected
     if minibatch_size == 256:
-        assert len(count) == 5 * len(diag)  # the defaults: 5 full-batch steps per update
+        assert len(count) == 2 * 5 * len(diag)  # the defaults: 2 steps an epoch, 5 epochs
+    if minibatch_size == 1000:
+        assert len(count) == 5 * len(diag)  # a minibatch larger than B: full-batch steps
+
+
+@pytest.mark.parametrize("B, minibatch_size, sizes", [(10, 4, [5, 5]), (11, 4, [4, 4, 3]),
+                                                      (7, 64, [7]), (9, 3, [3, 3, 3])])
+def test_every_epoch_uses_every_transition_once(monkeypatch, B, minibatch_size, sizes):
+    """The shuffle is cut into round(B / M) minibatches of nearly equal size: no transition sits
+    an epoch out, whatever M is."""
+    torch.manual_seed(0)
+    net = op.ActorCritic(4, {"discrete": True, "n": 2, "shape": ()}, (8,))
+    obs = torch.zeros(B, 4)
+    obs[:, 0] = torch.arange(B, dtype=torch.float32)  # row i carries its index
+    batch = {"obs": obs, "actions": torch.zeros(B, dtype=torch.long), "logp": torch.full((B,), -0.7),
+             "adv": torch.randn(B), "returns": torch.randn(B), "values": torch.zeros(B)}
+    seen = []
+    log_prob = net.log_prob
+
+    def recording(o, a, **kwargs):
+        seen.append(o[:, 0].long().tolist())
+        return log_prob(o, a, **kwargs)
+
+    monkeypatch.setattr(net, "log_prob", recording)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    ppo._ppo_epochs(net, optimizer, list(net.parameters()), batch, torch.Generator().manual_seed(0),
+                    n_epochs=3, minibatch_size=minibatch_size, clip_eps=0.2, vf_coef=1.0,
+                    ent_coef=0.0, max_grad_norm=0.5, norm_adv=False, target_kl=None,
+                    kl_k3=kl_k3)
+    assert len(seen) == 3 * len(sizes) + 1 and seen[-1] == list(range(B))  # + the statistics
+    epochs = [seen[i:i + len(sizes)] for i in range(0, 3 * len(sizes), len(sizes))]
+    for epoch in epochs:
+        assert sorted(len(mb) for mb in epoch) == sorted(sizes)
+        assert sorted(i for mb in epoch for i in mb) == list(range(B))
 
 
 def test_anneal_clip_decays_the_clip_range_linearly(record_keyword):
     """anneal_clip: each update's clip range is clip_eps (1 - steps / total_steps), steps
     counted before its rollout; without it every update uses clip_eps."""
     seen = record_keyword(ppo, "_ppo_epochs", "clip_eps")
-    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=True)
+    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=True, num_steps=32)
     np.testing.assert_allclose(seen, [0.2 * (1 - s / 1024) for s in range(0, 1024, 256)])
     seen.clear()
-    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=False)
+    ppo.train("CartPole-v1", 1024, seed=0, clip_eps=0.2, anneal_clip=False, num_steps=32)
     assert seen == [0.2] * 4
 
 
@@ -230,6 +263,6 @@ def test_vf_lr_scale_scales_the_critics_step_size(monkeypatch, anneal_lr):
 
     monkeypatch.setattr(ppo, "_ppo_epochs", recording)
     ppo.train("CartPole-v1", 1024, seed=0, learning_rate=1e-3, vf_lr_scale=3.0,
-              anneal_lr=anneal_lr)
+              anneal_lr=anneal_lr, num_steps=32)  # rollouts of 8 x 32 = 256 steps
     actor = [1e-3 * (1 - s / 1024) if anneal_lr else 1e-3 for s in range(0, 1024, 256)]
     np.testing.assert_allclose(seen, [[a, 3.0 * a] for a in actor])

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from rlnotes import a2c, dpo, dqn, grpo, ppo, reinforce, rlhf_ppo, trpo
+from rlnotes.deeprl import Standardize
 from rlnotes.deeprl import _onpolicy as op
+from rlnotes.deeprl.normalize import Normalized
 from rlnotes.deeprl.rollout import collect_rollout
 from rlnotes.deeprl.training import torch_threads
 from rlnotes.show import show_source
@@ -78,18 +80,21 @@ def test_ppo_core_driven_by_hand_is_the_wrapper_run():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
         net = op.ActorCritic(obs_dim, act_info, (64, 64))
+        standardize = Standardize(obs_dim)  # the input layer, fitted by the core
+        net.actor = Normalized(standardize, net.actor)
+        net.critic = Normalized(standardize, net.critic)
         critic = list(net.critic.parameters())
         actor = [p for p in net.parameters() if all(p is not c for c in critic)]
         opt = torch.optim.Adam([{"params": actor, "scale": 1.0, "lr": 2e-3},
                                 {"params": critic, "scale": 10.0, "lr": 2e-2}],
                                lr=2e-3, eps=1e-5, fused=True)
         obs, _ = envs.reset(seed=3)
-        steps = [s for s, _ in ppo.ppo(  # the defaults: both schedules, critic 10x, raw adv
+        steps = [s for s, _ in ppo.ppo(  # the defaults: schedules, critic 10x, raw adv, layer
             envs, obs, net, opt, 1024, num_steps=16, n_epochs=5, minibatch_size=256,
             lr=lambda s: 2e-3 * (1 - s / 1024), gamma=0.99, lam=0.95, clip_eps=0.3,
             vf_coef=1.0, ent_coef=0.0, max_grad_norm=0.5, norm_adv=False, target_kl=None,
             rng=np.random.default_rng(3), generator=torch.Generator().manual_seed(3),
-            clip=lambda s: 0.3 * (1 - s / 1024))]
+            clip=lambda s: 0.3 * (1 - s / 1024), standardize=standardize)]
     envs.close()
     assert steps == seen == list(range(128, 1025, 128))
     for a, b in zip(policy.net.state_dict().values(), net.state_dict().values()):

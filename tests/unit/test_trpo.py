@@ -206,10 +206,12 @@ def test_anneal_kl_decays_the_radius_linearly(record_keyword):
     assert seen == [0.04] * 4
 
 
-def test_standardize_obs_fits_the_first_rollout_once(monkeypatch):
-    """standardize_obs: one Standardize in front of the actor and the critic, fitted to the
-    valid observations of the first rollout before its log-probabilities and values are
-    computed, and never refitted."""
+@pytest.mark.parametrize("trainer, total", [("trpo", 3072), ("ppo", 1536)])
+def test_standardize_obs_fits_the_first_rollout_once(monkeypatch, trainer, total):
+    """standardize_obs (TRPO's input layer, an option of PPO's too): one Standardize in front
+    of the actor and the critic, fitted to the valid observations of the first rollout before
+    its log-probabilities and values are computed, and never refitted."""
+    import importlib
     from rlnotes.deeprl import Standardize
     from rlnotes.deeprl import _onpolicy as op
     rollouts, fits = [], []
@@ -226,7 +228,8 @@ def test_standardize_obs_fits_the_first_rollout_once(monkeypatch):
 
     monkeypatch.setattr(op, "collect_rollout", recording_collect)
     monkeypatch.setattr(Standardize, "fit", recording_fit)
-    policy = trpo.train("CartPole-v1", 3072, seed=0, standardize_obs=True)
+    policy = importlib.import_module(f"rlnotes.{trainer}").train("CartPole-v1", total, seed=0,
+                                                                 standardize_obs=True)
     assert len(rollouts) == 3 and len(fits) == 1
     first = rollouts[0]
     np.testing.assert_array_equal(fits[0].numpy(), first.obs[first.valid])
@@ -245,6 +248,17 @@ def test_standardize_obs_fits_the_first_rollout_once(monkeypatch):
 def test_standardize_obs_off_leaves_the_network_unwrapped():
     policy = trpo.train("CartPole-v1", 1024, seed=0, standardize_obs=False)
     assert not hasattr(policy.net.actor, "normalizer")
+
+
+@pytest.mark.parametrize("trainer", ["trpo", "ppo"])
+def test_standardize_obs_is_left_unfitted_by_a_first_rollout_of_one_observation(trainer):
+    """A first rollout of one valid observation has no standard deviation: the layer stays
+    the identity instead of failing (a one-step run of one environment)."""
+    import importlib
+    policy = importlib.import_module(f"rlnotes.{trainer}").train(
+        "CartPole-v1", 1, num_envs=1, standardize_obs=True)
+    layer = policy.net.actor.normalizer
+    assert torch.equal(layer.mean, torch.zeros(4)) and torch.equal(layer.std, torch.ones(4))
 
 
 # --- the performance-difference lemma, exactly -------------------------------------------------
