@@ -53,7 +53,7 @@ def test_a2c_norm_obs_is_off_by_default_and_changes_the_run_when_on():
     base = a2c.train("CartPole-v1", 2048, seed=5)
     off = a2c.train("CartPole-v1", 2048, seed=5, norm_obs=False)
     on = a2c.train("CartPole-v1", 2048, seed=5, norm_obs=True)
-    assert not isinstance(base.net.pi, Normalized)
+    assert not isinstance(base.net.pi, Normalized) and isinstance(on.net.pi, Normalized)
     np.testing.assert_array_equal(base(obs), off(obs))
     for p, q in zip(base.net.parameters(), off.net.parameters()):
         assert torch.equal(p, q)
