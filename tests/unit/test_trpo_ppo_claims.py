@@ -42,10 +42,12 @@ def test_ablation():
     rows = {name: runs(**kw) for name, kw in variants.items()}
     mean = {name: r.mean() for name, r in rows.items()}
     assert mean["1 epoch"] == min(mean.values())
-    for name in ("advantage normalisation", "no gradient clipping", "20 epochs",
-                 "constant learning rate"):  # ranges of means that overlap the defaults'
+    for name in ("no gradient clipping", "constant learning rate"):  # ranges that overlap
         assert rows[name].mean(axis=1).min() < rows["defaults"].mean(axis=1).max(), name
         assert rows[name].mean(axis=1).max() > rows["defaults"].mean(axis=1).min(), name
+    # the signs the chapter reads, of the means over the three seeds
+    assert mean["advantage normalisation"] > mean["defaults"] > mean["20 epochs"]
+    assert mean["critic at the actor's step size"] < mean["defaults"]
 
 
 def test_early_stopping_on_kl():
