@@ -267,8 +267,9 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     Each update: play ``num_steps`` steps in each of ``num_envs`` envs with the current policy,
     compute GAE advantages and the old log-probabilities of the rollout's B valid transitions
     (autoreset steps left out), then take ``n_epochs`` epochs of Adam steps (see
-    :func:`_ppo_epochs`: each epoch shuffles the B transitions and takes B // minibatch_size
-    steps, skipping the ragged remainder; B <= minibatch_size gives one full-batch step),
+    :func:`_ppo_epochs`: each epoch shuffles the B transitions and cuts them into
+    max(1, round(B / minibatch_size)) minibatches whose sizes differ by at most one, one Adam
+    step each; every transition is used once an epoch),
     minimising
 
         ppo_clip_loss(logp, old_logp, adv) + vf_coef * 0.5 (V(s) - G^lambda)^2 - ent_coef * H.
@@ -283,8 +284,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env per rollout (num_envs * num_steps <= 2048)
     - n_epochs: epochs (shuffles) of Adam steps per rollout
-    - minibatch_size: transitions per gradient step (a rollout smaller than it is one batch;
-      the remainder of B // minibatch_size minibatches is skipped)
+    - minibatch_size: about the transitions per gradient step: each epoch takes
+      max(1, round(B / minibatch_size)) steps on nearly equal parts of the B transitions
     - learning_rate: Adam's step size at the start
     - vf_lr_scale: the critic's step size is learning_rate * vf_lr_scale (as in
       :func:`rlnotes.a2c.train`: its targets are on the scale of the returns, so it may need
@@ -465,9 +466,9 @@ def _ppo_epochs(net, optimizer, params, batch, generator, *, n_epochs, minibatch
     """The optimisation phase of one PPO update on a rollout's batch (the dict of
     :func:`rlnotes.deeprl._onpolicy.rollout_advantages`, B transitions).
 
-    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into B // mb
-    minibatches of mb = min(minibatch_size, B) transitions (a ragged remainder is skipped
-    in that epoch; it falls elsewhere in the next shuffle); on each, normalise the
+    ``n_epochs`` times: shuffle the B transitions and cut the shuffle into
+    max(1, round(B / minibatch_size)) minibatches whose sizes differ by at most one (every
+    transition is used once an epoch); on each, normalise the
     advantages (with ``norm_adv``), add the clipped surrogate loss, ``vf_coef`` times the
     value loss and the entropy bonus, and take one Adam step on the gradient clipped to
     ``max_grad_norm``.
