@@ -11,8 +11,7 @@ from rlnotes._losses import check_like, check_logp, check_mask, clipped_objectiv
 from rlnotes._validate import (require_choice, require_float_tensor, require_in_range, require_int,
                                require_same_shape)
 from rlnotes.deeprl import _onpolicy as op
-from rlnotes.deeprl.networks import Standardize
-from rlnotes.deeprl.normalize import Normalized, normalize_inputs
+from rlnotes.deeprl.normalize import normalize_inputs, standardize_inputs
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
@@ -365,10 +364,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
         obs_norm = normalize_inputs(net) if norm_obs else None
-        standardize = Standardize(obs_dim, device=dev) if standardize_obs else None
-        if standardize_obs:  # one fixed layer in front of both networks
-            net.actor = Normalized(standardize, net.actor)
-            net.critic = Normalized(standardize, net.critic)
+        standardize = standardize_inputs(net) if standardize_obs else None  # fitted later
         critic = list(net.critic.parameters())
         others = [p for p in net.parameters() if all(p is not c for c in critic)]
         optimizer = torch.optim.Adam([{"params": others, "scale": 1.0},

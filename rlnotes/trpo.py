@@ -19,8 +19,7 @@ import torch
 
 from rlnotes._validate import require_choice, require_in_range, require_int
 from rlnotes.deeprl import _onpolicy as op
-from rlnotes.deeprl.networks import Standardize
-from rlnotes.deeprl.normalize import Normalized
+from rlnotes.deeprl.normalize import standardize_inputs
 from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_hidden_sizes,
                                      check_positive, check_rollout_size, choose_device,
                                      torch_threads)
@@ -361,10 +360,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         torch.manual_seed(seed)
         net = op.ActorCritic(obs_dim, act_info, hidden_sizes, activation=activation,
                              log_std_init=log_std_init, device=dev)
-        standardize = Standardize(obs_dim, device=dev) if standardize_obs else None
-        if standardize_obs:  # one layer in front of both networks
-            net.actor = Normalized(standardize, net.actor)
-            net.critic = Normalized(standardize, net.critic)
+        standardize = standardize_inputs(net) if standardize_obs else None  # fitted later
         critic_opt = torch.optim.Adam(net.critic.parameters(), lr=critic_lr, eps=1e-5,
                                       fused=True)
         generator = torch.Generator(device=dev).manual_seed(seed)

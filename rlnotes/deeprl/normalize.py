@@ -8,7 +8,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["RunningNormalizer", "Normalized", "normalize_inputs"]
+from rlnotes.deeprl.networks import Standardize
+
+__all__ = ["RunningNormalizer", "Normalized", "normalize_inputs", "standardize_inputs"]
 
 
 class RunningNormalizer(nn.Module):
@@ -91,6 +93,24 @@ class Normalized(nn.Module):
         return self.body[i]
 
 
+def _networks(net) -> tuple[str, str]:
+    """The attribute names of ``net``'s policy and value networks (``actor``/``critic`` of an
+    :class:`rlnotes.deeprl._onpolicy.ActorCritic`, ``pi``/``v`` of an
+    :class:`rlnotes.deeprl.rollout.ActorCritic`)."""
+    names = next((pair for pair in (("actor", "critic"), ("pi", "v"))
+                  if all(hasattr(net, name) for name in pair)), None)
+    if names is None:
+        raise ValueError(f"net must have an actor and a critic (or pi and v), got "
+                         f"{type(net).__name__}")
+    return names
+
+
+def _put_in_front(net, names, layer: nn.Module) -> None:
+    """Wrap both networks of ``net`` (in place) as ``Normalized(layer, network)``."""
+    for name in names:
+        setattr(net, name, Normalized(layer, getattr(net, name)))
+
+
 def normalize_inputs(net, *, clip: float = 10.0) -> RunningNormalizer:
     """Put one shared :class:`RunningNormalizer` in front of the policy network and the value
     network of ``net`` (``net.actor`` and ``net.critic`` of an
@@ -100,14 +120,24 @@ def normalize_inputs(net, *, clip: float = 10.0) -> RunningNormalizer:
 
     Defined in: TRPO and PPO, section Implementation details that decide PPO's results.
     """
-    names = next((pair for pair in (("actor", "critic"), ("pi", "v"))
-                  if all(hasattr(net, name) for name in pair)), None)
-    if names is None:
-        raise ValueError(f"net must have an actor and a critic (or pi and v), got "
-                         f"{type(net).__name__}")
-    actor, critic = (getattr(net, name) for name in names)
-    first = actor[0]
+    names = _networks(net)
+    first = getattr(net, names[0])[0]
     norm = RunningNormalizer(first.in_features, clip=clip, device=first.weight.device)
-    setattr(net, names[0], Normalized(norm, actor))
-    setattr(net, names[1], Normalized(norm, critic))
+    _put_in_front(net, names, norm)
     return norm
+
+
+def standardize_inputs(net) -> Standardize:
+    """Put one shared fixed :class:`rlnotes.deeprl.Standardize` layer (the identity until its
+    ``fit``) in front of the policy network and the value network of ``net`` (as
+    :func:`normalize_inputs`), modified in place, and return it: TRPO's and PPO's
+    ``standardize_obs``, which fit it once, to the first rollout.
+
+    Defined in: TRPO and PPO, section Trust region policy optimisation.
+    """
+    names = _networks(net)
+    first = getattr(net, names[0])[0]
+    layer = Standardize(first.in_features, device=first.weight.device,
+                        dtype=first.weight.dtype)
+    _put_in_front(net, names, layer)
+    return layer

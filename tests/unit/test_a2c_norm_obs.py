@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlnotes import a2c
-from rlnotes.deeprl.normalize import Normalized, normalize_inputs
+from rlnotes.deeprl.normalize import Normalized, normalize_inputs, standardize_inputs
 from rlnotes.deeprl.rollout import ActorCritic, MostProbablePolicy
 
 DISCRETE = {"discrete": True, "n": 2, "shape": ()}
@@ -66,7 +66,19 @@ def test_a2c_rejects_a_norm_obs_that_is_not_a_bool(value):
         a2c.train("CartPole-v1", 64, norm_obs=value)
 
 
+@pytest.mark.parametrize("wrap", [normalize_inputs, standardize_inputs])
 @pytest.mark.parametrize("net", [None, torch.nn.Linear(2, 2), "net"])
-def test_normalize_inputs_rejects_a_net_without_two_networks(net):
+def test_input_layers_reject_a_net_without_two_networks(wrap, net):
     with pytest.raises(ValueError, match="net"):
-        normalize_inputs(net)
+        wrap(net)
+
+
+def test_standardize_inputs_shares_one_identity_layer_until_fitted():
+    torch.manual_seed(0)
+    net = ActorCritic(4, DISCRETE, (8,))
+    layer = standardize_inputs(net)
+    assert net.pi.normalizer is net.v.normalizer is layer
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(net.value(x), net.v.body(x).squeeze(-1))  # the identity
+    layer.fit(torch.randn(50, 4) * 3 + 1)
+    torch.testing.assert_close(net.value(x), net.v.body((x - layer.mean) / layer.std).squeeze(-1))
