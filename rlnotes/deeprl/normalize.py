@@ -69,8 +69,16 @@ class RunningNormalizer(nn.Module):
                        / total)
         self.count.copy_(total)
 
+    def _std(self) -> torch.Tensor:
+        """``sqrt(var + tol)``, recomputed only when ``var`` changed (an update, a loaded
+        state, a move to another device): acting calls the layer at every step."""
+        key = (self.var.data_ptr(), self.var._version, self.var.device)
+        if getattr(self, "_std_key", None) != key:
+            self._std_cache, self._std_key = torch.sqrt(self.var + self.tol), key
+        return self._std_cache
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = (x.to(torch.float64) - self.mean) / torch.sqrt(self.var + self.tol)
+        z = (x.to(torch.float64) - self.mean) / self._std()
         return z.clamp(-self.clip, self.clip).to(x.dtype)
 
 

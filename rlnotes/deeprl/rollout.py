@@ -142,8 +142,12 @@ class ActorCritic(nn.Module):
         Discrete: inverse-CDF sampling with one uniform number per row (actions (B,) long).
         Box: ``mu + sigma * eps`` with eps ~ N(0, I) (actions (B, act_dim), not clipped).
         """
-        out = _fast_forward(self.pi, obs)
-        values = self.value(obs)
+        pi, v = self.pi, self.v
+        if isinstance(pi, Normalized) and isinstance(v, Normalized) \
+                and pi.normalizer is v.normalizer:  # one shared layer: normalise once
+            obs, pi, v = pi.normalizer(obs), pi.body, v.body
+        out = _fast_forward(pi, obs)
+        values = _fast_forward(v, obs).squeeze(-1)
         if self.discrete:
             logits = out - out.logsumexp(dim=-1, keepdim=True)
             cdf = logits.exp().cumsum(-1)

@@ -82,3 +82,42 @@ def test_standardize_inputs_shares_one_identity_layer_until_fitted():
     torch.testing.assert_close(net.value(x), net.v.body(x).squeeze(-1))  # the identity
     layer.fit(torch.randn(50, 4) * 3 + 1)
     torch.testing.assert_close(net.value(x), net.v.body((x - layer.mean) / layer.std).squeeze(-1))
+
+
+def test_act_normalises_once_and_matches_the_two_networks_on_normalised_inputs():
+    net, norm = _fitted_net()
+    x = torch.as_tensor(np.random.default_rng(2).normal(2.0, 5.0, (7, 4)), dtype=torch.float32)
+    calls = []
+    handle = norm.register_forward_hook(lambda *args: calls.append(1))
+    try:
+        actions, logp, values = net.act(x, torch.Generator().manual_seed(4))
+    finally:
+        handle.remove()
+    assert len(calls) == 1  # one shared layer, applied once per act
+    z = norm(x)
+    assert torch.equal(values, net.v.body(z).squeeze(-1))
+    torch.testing.assert_close(
+        logp, torch.log_softmax(net.pi.body(z), -1).gather(-1, actions[:, None]).squeeze(-1))
+
+
+def test_the_normalisers_cached_scale_follows_every_change_of_the_variance():
+    """The layer caches sqrt(var + tol) between updates; an update, a loaded state or a
+    direct write of ``var`` must each be seen by the next forward pass."""
+    from rlnotes.deeprl.normalize import RunningNormalizer
+    norm = RunningNormalizer(3)
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    torch.testing.assert_close(norm(x), x)  # the identity before any update
+
+    def expected(n):
+        return ((x.double() - n.mean) / torch.sqrt(n.var + n.tol)).clamp(-10, 10).float()
+
+    norm.update(torch.randn(50, 3, dtype=torch.float64) * 3)
+    assert torch.equal(norm(x), expected(norm))
+    norm.update(torch.randn(50, 3, dtype=torch.float64) * 0.1 + 1)
+    assert torch.equal(norm(x), expected(norm))
+    norm.var.fill_(4.0)
+    assert torch.equal(norm(x), expected(norm))
+    other = RunningNormalizer(3)
+    other.update(torch.randn(20, 3, dtype=torch.float64) * 7)
+    norm.load_state_dict(other.state_dict())
+    assert torch.equal(norm(x), expected(other))
