@@ -48,16 +48,16 @@ def test_a2c_norm_obs_learns_the_statistics_of_the_valid_observations():
     assert abs(float(norm.mean[2])) < 0.1  # the pole angle stays near upright
 
 
-def test_a2c_norm_obs_is_off_by_default_and_changes_the_run_when_on():
+def test_a2c_norm_obs_is_on_by_default_and_changes_the_run_when_off():
     obs = np.random.default_rng(2).normal(0.0, 0.5, (200, 4)).astype(np.float32)
     base = a2c.train("CartPole-v1", 2048, seed=5)
-    off = a2c.train("CartPole-v1", 2048, seed=5, norm_obs=False)
     on = a2c.train("CartPole-v1", 2048, seed=5, norm_obs=True)
-    assert not isinstance(base.net.pi, Normalized) and isinstance(on.net.pi, Normalized)
-    np.testing.assert_array_equal(base(obs), off(obs))
-    for p, q in zip(base.net.parameters(), off.net.parameters()):
+    off = a2c.train("CartPole-v1", 2048, seed=5, norm_obs=False)
+    assert isinstance(base.net.pi, Normalized) and not isinstance(off.net.pi, Normalized)
+    np.testing.assert_array_equal(base(obs), on(obs))
+    for p, q in zip(base.net.parameters(), on.net.parameters()):
         assert torch.equal(p, q)
-    assert any(not torch.equal(p, q) for p, q in zip(base.net.parameters(), on.net.parameters()))
+    assert any(not torch.equal(p, q) for p, q in zip(base.net.parameters(), off.net.parameters()))
 
 
 @pytest.mark.parametrize("value", [1, "yes", None, 0.0])

@@ -14,7 +14,8 @@ from rlnotes.deeprl.curves import learning_curves
 RECORD = Path(__file__).parents[2] / "benchmarks" / "results" / "pg_pendulum.json"
 PENDULUM = dict(gamma=0.9, lam=0.95, num_envs=16, num_steps=16, learning_rate=1e-3,
                 vf_lr_scale=10.0, max_grad_norm=None, optimizer="adam",
-                normalize_advantages=True, lr_final_fraction=1.0)
+                normalize_advantages=True, lr_final_fraction=1.0, ent_coef=0.0,
+                norm_obs=False)
 
 
 def test_recorded_pendulum_benchmark_claims():

@@ -103,12 +103,14 @@ def test_ppo_core_driven_by_hand_is_the_wrapper_run():
 
 def test_a2c_core_driven_by_hand_is_the_wrapper_run():
     from rlnotes.deeprl.envs import make_vec_env
+    from rlnotes.deeprl.normalize import normalize_inputs
     from rlnotes.deeprl.rollout import ActorCritic, check_obs_space
     policy = a2c.train("CartPole-v1", 640, seed=2)
     envs = make_vec_env("CartPole-v1", 8)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(2)
         net = ActorCritic(4, check_obs_space(envs, "CartPole-v1"), (64, 64))
+        obs_norm = normalize_inputs(net)
         groups = [{"params": list(net.pi.parameters()), "scale": 1.0},
                   {"params": list(net.v.parameters()), "scale": 3.0}]
         opt = a2c.make_optimizer(groups, "rmsprop", 3e-3)
@@ -116,8 +118,9 @@ def test_a2c_core_driven_by_hand_is_the_wrapper_run():
         steps = list(a2c.a2c(envs, np.asarray(obs, np.float32), net, opt, 640, num_steps=8,
                              lr=3e-3, lr_scale=lambda s: 1.0 - 0.8 * min(1.0, s / 640),
                              gamma=0.99, lam=0.95,
-                             vf_coef=0.5, ent_coef=0.0, normalize_advantages=False,
-                             max_grad_norm=0.5, generator=torch.Generator().manual_seed(2)))
+                             vf_coef=0.5, ent_coef=0.01, normalize_advantages=False,
+                             max_grad_norm=0.5, generator=torch.Generator().manual_seed(2),
+                             obs_norm=obs_norm))
     envs.close()
     assert steps == list(range(64, 641, 64))
     for a, b in zip(policy.net.state_dict().values(), net.state_dict().values()):
