@@ -8,7 +8,8 @@ environment steps per second, each the median of ``--repeats`` measurements in t
   most any trainer could reach (2 x repeats + 1 measurements, the two versions taking turns). Both gymnasium's ``CartPoleVectorEnv`` and the package's
   ``LeanCartPoleVectorEnv`` (the same dynamics without the per-step action check) are timed.
 - ``acting``: the rollout collector alone (``collect_rollout``: one batched policy call a step,
-  then the environment step), with the trainer's untrained network.
+  then the environment step), with the trainer's untrained network and the input layer its
+  defaults put in front of it (A2C's running normaliser, TRPO's and PPO's fixed layer).
 - ``training``: the whole trainer, ``train(CartPole-v1, --steps, seed=...)`` without evaluation
   (seeds 300, 301, ...; no callback).
 
@@ -70,13 +71,21 @@ def acting_rate(algo: str, num_envs: int, steps: int, seed: int) -> tuple[float,
     from rlnotes.deeprl import rollout as ro
     from rlnotes.deeprl import _onpolicy as op
 
+    from rlnotes.deeprl.normalize import normalize_inputs, standardize_inputs
+
     envs = make_vec_env(ENV_ID, num_envs, seed=seed)
     info = {"discrete": True, "n": 2, "shape": ()}
     torch.manual_seed(seed)
+    defaults = inspect.signature(importlib.import_module(f"rlnotes.{algo}").train).parameters
     if algo == "a2c":
         net, gen = ro.ActorCritic(4, info), torch.Generator().manual_seed(seed)
     else:
         net, gen = op.ActorCritic(4, info), np.random.default_rng(seed)
+    # the trainer's input layer, as its defaults put it in front of both networks
+    if "norm_obs" in defaults and defaults["norm_obs"].default:
+        normalize_inputs(net)
+    elif "standardize_obs" in defaults and defaults["standardize_obs"].default:
+        standardize_inputs(net)
     obs, _ = envs.reset(seed=seed)
     state = {"obs": np.asarray(obs, np.float32), "done": np.zeros(num_envs, bool)}
 
