@@ -40,7 +40,8 @@ FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_
                 "held_", "ac_held_", "ac_candidate_", "ac_earlier_", "ac_sweep_", "ppo_held_",
                 "trpo_held_", "trpo_sweep_", "ppo_rec300_", "trpo_rec300_",
                 "ppo_never_", "ac_rec300_", "ac_rec400_", "ppo_rec400_", "trpo_rec400_",
-                "rec400_", "ac_never_", "ac_sweep2_", "ppo_r3_")
+                "rec400_", "ac_never_", "ac_sweep2_", "ppo_r3_", "rec600_", "ppo_rec600_",
+                "trpo_rec600_", "ac_rec600_", "ac_sweep3_")
 
 
 def _short(text: str) -> str:
