@@ -2,8 +2,8 @@
 
 Runs every (setting, seed) pair under the race's own protocol (``peers/harness.py``: an
 evaluation every 2,048 steps, a run stopping at the first of three evaluations in a row >= 475
-or at its budget), on seeds that the races do not use (200-249, 500-549 and 700-749; the races use 100-109,
-300-309, 400-409, 600-609 and 800-809), on a pool of one-threaded processes. Appends one JSON line per run to ``--out`` (``settings`` and ``seed``
+or at its budget), on seeds that the races do not use (200-249, 500-549, 700-749 and 900-999; the races use 100-109,
+300-309, 400-409, 600-609, 800-809 and 1000-1009), on a pool of one-threaded processes. Appends one JSON line per run to ``--out`` (``settings`` and ``seed``
 in each line: the file records which seeds the sweep used; a rerun skips the pairs already
 there) and prints a table: median steps to the first evaluation >= 475, seeds that never held
 three in a row, median CPU seconds to the first.
@@ -35,7 +35,8 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RACE_SEEDS = (set(range(100, 110)) | set(range(300, 310)) | set(range(400, 410))
-              | set(range(600, 610)) | set(range(800, 810)))
+              | set(range(600, 610)) | set(range(800, 810))
+              | set(range(1000, 1010)))
 
 
 def _job(args):

@@ -151,12 +151,18 @@ def check_policy_args(env_id, hidden_sizes, learning_rate, gamma, init_std):
     return hidden_sizes, learning_rate, gamma, init_std
 
 
-def make_optimizer(params, name: str, learning_rate: float):
-    """Adam (eps 1e-5) or RMSprop (alpha 0.99 as in A3C; eps 1e-5 as in SB3's A2C)."""
+def make_optimizer(params, name: str, learning_rate: float, eps: float = 1e-5):
+    """Adam or RMSprop (alpha 0.99 as in A3C), with ``eps`` added to the root of the running
+    mean square (PyTorch's convention, outside the square root: a gradient much smaller than
+    ``eps`` gets a step of about ``learning_rate * g / eps``). 1e-5 is SB3's A2C's.
+
+    Defined in: Actor-critic and generalised advantage estimation, section RMSProp's epsilon.
+    """
     require_choice(name, "optimizer", ("adam", "rmsprop"))
+    eps = check_positive(eps, "eps")
     if name == "adam":
-        return torch.optim.Adam(params, lr=learning_rate, eps=1e-5)
-    return torch.optim.RMSprop(params, lr=learning_rate, alpha=0.99, eps=1e-5)
+        return torch.optim.Adam(params, lr=learning_rate, eps=eps)
+    return torch.optim.RMSprop(params, lr=learning_rate, alpha=0.99, eps=eps)
 
 
 def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
@@ -167,6 +173,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
           vf_lr_scale: float = 3.0,
           lr_final_fraction: float = 0.2,
           optimizer: str = "rmsprop",
+          optimizer_eps: float = 1e-3,
           gamma: float = 0.99,
           lam: float = 0.95,
           vf_coef: float = 0.5,
@@ -186,7 +193,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
 
     Hyperparameters (the defaults are the chapter's CartPole-v1 settings, chosen by a sweep on
     seeds 200-229, then, for norm_obs and ent_coef, by sweeps on seeds 500-549 checked on
-    700-749: see benchmarks/README.md):
+    700-749, and for optimizer_eps on 500-549 and 700-749 checked on 900-999: see
+    benchmarks/README.md):
 
     - num_envs: environments stepped together; total_steps counts steps summed over them
     - num_steps: steps per env in a rollout (n of the n-step returns); one update per rollout
@@ -196,6 +204,8 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
       the scale of the returns, so it may need larger steps than the actor)
     - lr_final_fraction: the step size decays linearly to this fraction of it by total_steps
     - optimizer: "adam" or "rmsprop"
+    - optimizer_eps: the optimiser's epsilon, added to the root of its running mean square
+      (> 0): gradients well below it get steps proportional to themselves, not of full size
     - gamma: discount factor in [0, 1]
     - lam: the GAE parameter lambda in [0, 1] (1: n-step returns; 0: one-step TD errors)
     - vf_coef: weight of the value loss
@@ -223,6 +233,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
     lr_final_fraction = require_in_range(lr_final_fraction, "lr_final_fraction", 0.0, 1.0)
     vf_lr_scale = check_positive(vf_lr_scale, "vf_lr_scale")
     require_choice(optimizer, "optimizer", ("adam", "rmsprop"))
+    optimizer_eps = check_positive(optimizer_eps, "optimizer_eps")
     lam = require_in_range(lam, "lam", 0.0, 1.0)
     vf_coef = require_real(vf_coef, "vf_coef")
     ent_coef = require_real(ent_coef, "ent_coef")
@@ -248,7 +259,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
         actor = list(net.pi.parameters()) + ([] if net.discrete else [net.log_std])
         groups = [{"params": actor, "scale": 1.0},
                   {"params": list(net.v.parameters()), "scale": vf_lr_scale}]
-        opt = make_optimizer(groups, optimizer, learning_rate)
+        opt = make_optimizer(groups, optimizer, learning_rate, optimizer_eps)
         for group in opt.param_groups:
             group["lr"] = learning_rate * group["scale"]
         generator = torch.Generator(device=dev).manual_seed(seed)

@@ -9,10 +9,11 @@ or by hand (the peers' Python interpreters as arguments):
 
 CartPole-v1 (``harness.py``): DQN, PPO, A2C and TRPO, rlnotes' trainers with their defaults
 against Stable-Baselines3 2.9.2 / sb3-contrib 2.9.2 with RL-Zoo's hyperparameters, on seeds
-800-809, which no hyperparameter sweep of rlnotes used (see benchmarks/README.md; the earlier
-races on seeds 100-109, 300-309, 400-409 and 600-609 are results/peers_cartpole_100.json,
-results/peers_cartpole_300.json, results/peers_cartpole_400.json and
-results/peers_cartpole_600.json). Every run is
+1000-1009, which no hyperparameter sweep of rlnotes used (see benchmarks/README.md; the earlier
+races on seeds 100-109, 300-309, 400-409, 600-609 and 800-809 are
+results/peers_cartpole_100.json, results/peers_cartpole_300.json,
+results/peers_cartpole_400.json, results/peers_cartpole_600.json and
+results/peers_cartpole_800.json). Every run is
 its own process with one torch thread; ``--jobs`` processes at a time (2 by default, one per
 core), and the two libraries' runs of one (algorithm, seed) are queued next to each other, the
 order alternating from seed to seed, so that the machine's load hits both alike. Writes
@@ -46,8 +47,8 @@ sys.path.insert(0, str(HERE))
 from harness import ALGOS, EVAL_EVERY, ENV_ID, IN_A_ROW, RL_ZOO, THRESHOLD  # noqa: E402
 from stats import provenance, repo_command, summarize  # noqa: E402
 
-FULL = dict(seeds=list(range(800, 810)), budget=50_000, grpo_rounds=2, grpo_steps=40)
-QUICK = dict(seeds=[800, 801], budget=20_480, grpo_rounds=1, grpo_steps=20)
+FULL = dict(seeds=list(range(1000, 1010)), budget=50_000, grpo_rounds=2, grpo_steps=40)
+QUICK = dict(seeds=[1000, 1001], budget=20_480, grpo_rounds=1, grpo_steps=20)
 FIGURES = ("first", "three", "s_first", "cpu_first", "steps_per_s")
 RACE_ORDER = ("ppo", "a2c", "trpo", "dqn")
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
