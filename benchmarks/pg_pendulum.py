@@ -44,7 +44,7 @@ from rlnotes.deeprl.curves import learning_curves
 SETTINGS = dict(gamma=0.9, lam=0.95, num_envs=16, num_steps=16, learning_rate=1e-3,
                 vf_lr_scale=10.0, max_grad_norm=None, optimizer="adam",
                 normalize_advantages=True, lr_final_fraction=1.0, ent_coef=0.0,
-                norm_obs=False)
+                norm_obs=False, optimizer_eps=1e-5)
 ENV_ID = "Pendulum-v1"
 
 

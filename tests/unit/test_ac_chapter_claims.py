@@ -15,7 +15,7 @@ RECORD = Path(__file__).parents[2] / "benchmarks" / "results" / "pg_pendulum.jso
 PENDULUM = dict(gamma=0.9, lam=0.95, num_envs=16, num_steps=16, learning_rate=1e-3,
                 vf_lr_scale=10.0, max_grad_norm=None, optimizer="adam",
                 normalize_advantages=True, lr_final_fraction=1.0, ent_coef=0.0,
-                norm_obs=False)
+                norm_obs=False, optimizer_eps=1e-5)
 
 
 def test_recorded_pendulum_benchmark_claims():

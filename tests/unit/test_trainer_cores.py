@@ -113,7 +113,7 @@ def test_a2c_core_driven_by_hand_is_the_wrapper_run():
         obs_norm = normalize_inputs(net)
         groups = [{"params": list(net.pi.parameters()), "scale": 1.0},
                   {"params": list(net.v.parameters()), "scale": 3.0}]
-        opt = a2c.make_optimizer(groups, "rmsprop", 3e-3)
+        opt = a2c.make_optimizer(groups, "rmsprop", 3e-3, 1e-3)   # optimizer_eps 1e-3
         obs, _ = envs.reset(seed=2)
         steps = list(a2c.a2c(envs, np.asarray(obs, np.float32), net, opt, 640, num_steps=8,
                              lr=3e-3, lr_scale=lambda s: 1.0 - 0.8 * min(1.0, s / 640),
