@@ -41,7 +41,8 @@ FROM_RECORDS = ("race_", "over_", "a2c_race_", "pend_last5", "pend_best", "pend_
                 "trpo_held_", "trpo_sweep_", "ppo_rec300_", "trpo_rec300_",
                 "ppo_never_", "ac_rec300_", "ac_rec400_", "ppo_rec400_", "trpo_rec400_",
                 "rec400_", "ac_never_", "ac_sweep2_", "ppo_r3_", "rec600_", "ppo_rec600_",
-                "trpo_rec600_", "ac_rec600_", "ac_sweep3_")
+                "trpo_rec600_", "ac_rec600_", "ac_sweep3_", "rec800_", "ppo_rec800_",
+                "trpo_rec800_", "ac_rec800_", "ac_sweep4_", "ac_race_")
 
 
 def _short(text: str) -> str:
