@@ -29,7 +29,7 @@ from rlnotes.deeprl.training import (Reporter, check_common, check_flag, check_h
                                      check_max_grad_norm, check_positive, check_rollout_size,
                                      choose_device, torch_threads)
 
-__all__ = ["train", "a2c", "a2c_loss", "n_step_returns"]
+__all__ = ["train", "a2c", "a2c_loss", "n_step_returns", "make_optimizer"]
 
 
 def n_step_returns(rewards, values, dones, last_value, gamma: float, n: int) -> np.ndarray:
@@ -156,9 +156,10 @@ def make_optimizer(params, name: str, learning_rate: float, eps: float = 1e-5):
     mean square (PyTorch's convention, outside the square root: a gradient much smaller than
     ``eps`` gets a step of about ``learning_rate * g / eps``). 1e-5 is SB3's A2C's.
 
-    Defined in: Actor-critic and generalised advantage estimation, section RMSProp's epsilon.
+    Defined in: Actor-critic and generalised advantage estimation, section RMSProp's optimizer_eps.
     """
     require_choice(name, "optimizer", ("adam", "rmsprop"))
+    learning_rate = check_positive(learning_rate, "learning_rate")
     eps = check_positive(eps, "eps")
     if name == "adam":
         return torch.optim.Adam(params, lr=learning_rate, eps=eps)

@@ -67,3 +67,10 @@ def test_make_optimizer_rejects_an_unknown_optimizer():
     w = torch.nn.Parameter(torch.zeros(1))
     with pytest.raises(ValueError, match="optimizer"):
         a2c.make_optimizer([w], "sgd", 1e-3)
+
+
+@pytest.mark.parametrize("value", [0.0, -1e-3, float("nan"), "0.1"])
+def test_make_optimizer_rejects_a_bad_learning_rate(value):
+    w = torch.nn.Parameter(torch.zeros(1))
+    with pytest.raises(ValueError, match="learning_rate"):
+        a2c.make_optimizer([w], "adam", value)
