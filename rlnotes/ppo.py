@@ -189,8 +189,9 @@ def ratio_stats(logp, old_logp, advantages, clip_eps):
     batch did in an update (floats):
 
     - ``max_ratio``, ``min_ratio``: the largest and smallest :math:`\rho_t`;
-    - ``outside_fraction``: the share with :math:`|\rho_t - 1| > \epsilon_\text{clip}` (what
-      SB3 and CleanRL log as the "clip fraction");
+    - ``outside_fraction``: the share with :math:`|\rho_t - 1| > \epsilon_\text{clip}` at the
+      update's end (SB3 and CleanRL log as the "clip fraction" the same share measured on each
+      minibatch before its step, averaged over the epochs);
     - ``zero_grad_fraction``: the share whose clipped objective has zero gradient,
       :math:`\rho_t > 1 + \epsilon_\text{clip}` with :math:`A_t > 0` or
       :math:`\rho_t < 1 - \epsilon_\text{clip}` with :math:`A_t < 0` (a sample outside the
