@@ -318,7 +318,7 @@ def train(env_id: str, total_steps: int, *, seed: int = 0, callback=None,
       steps before the first gradient step (about learning_starts of them, whatever the
       buffer's size; fixed afterwards; see rlnotes.deeprl.Standardize)
     - obs_clip: clip standardised inputs to [-obs_clip, obs_clip] (None: no clipping; a random
-      policy's cart position has std ~0.08, so a clip of 10 would hide positions beyond ~0.8,
+      policy's cart position has std ~0.1, so a clip of 10 would hide positions beyond ~1,
       far inside the track's edge at 2.4)
     - n_step: n of the n-step return stored in the buffer (1: one-step DQN; see
       :class:`rlnotes.deeprl.nstep.NStepWindow`); targets bootstrap with gamma^n_step
